@@ -1,0 +1,88 @@
+"""The one document schema every stage reads and writes, and how document ids are made."""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+import pyarrow as pa
+import xxhash
+
+CONTENT_TYPES = ("web", "book", "paper", "code", "pr", "qa", "synthetic")
+
+DOC_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("text", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("content_type", pa.string()),
+        pa.field("url", pa.string()),
+        pa.field("lang", pa.string()),
+        pa.field("domain", pa.string()),
+        pa.field("meta", pa.string()),  # JSON object as a string: free-form per-source fields
+    ]
+)
+
+# Columns a stage adds to rows it rejects; everything else in a reject row is the row as the stage saw it.
+REJECT_REASON = "reject_reason"
+REJECT_DETAIL = "reject_detail"
+REJECT_STAGE = "reject_stage"
+
+
+def doc_id(text: str | None, source: str | None = "", url: str | None = "") -> str:
+    """A stable id from content: the same (source, url, text) gives the same id on every run and engine."""
+    h = xxhash.xxh3_128()
+    h.update((source or "").encode())
+    h.update(b"\x00")
+    h.update((url or "").encode())
+    h.update(b"\x00")
+    h.update((text or "").encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:24]
+
+
+def dumps_meta(meta: dict[str, Any] | None) -> str:
+    """Meta as canonical JSON (sorted keys) so equal meta gives equal bytes on every engine."""
+    return json.dumps(meta or {}, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def loads_meta(value: str | None) -> dict[str, Any]:
+    return json.loads(value) if value else {}
+
+
+def make_docs(rows: Iterable[dict[str, Any]], schema: pa.Schema = DOC_SCHEMA) -> pa.Table:
+    """Build a document table from dicts, filling ids and meta; unknown keys are an error, not a silent drop."""
+    cols: dict[str, list] = {name: [] for name in schema.names}
+    for row in rows:
+        extra = set(row) - set(cols)
+        if extra:
+            raise KeyError(f"unknown document fields {sorted(extra)}; put free-form fields in 'meta'")
+        meta = row.get("meta")
+        for name in cols:
+            value = row.get(name)
+            if name == "meta" and not isinstance(meta, str):
+                value = dumps_meta(meta)
+            cols[name].append(value)
+        if cols["id"][-1] is None:
+            cols["id"][-1] = doc_id(row.get("text"), row.get("source"), row.get("url"))
+    return pa.table(cols, schema=schema)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Reorder/cast `table` to `schema`, adding missing nullable columns as nulls."""
+    arrays = []
+    for field in schema:
+        if field.name in table.column_names:
+            col = table.column(field.name)
+            arrays.append(col if col.type == field.type else col.cast(field.type))
+        else:
+            arrays.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def text_bytes(table: pa.Table | pa.RecordBatch) -> int:
+    """UTF-8 bytes of the text column: the unit the ledger counts besides rows."""
+    if "text" not in table.schema.names:
+        return 0
+    import pyarrow.compute as pc
+
+    total = pc.sum(pc.binary_length(table.column("text"))).as_py()
+    return int(total or 0)
