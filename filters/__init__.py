@@ -1,0 +1,1 @@
+"""Filters: heuristic and model-based document filters and taggers."""

@@ -1,0 +1,319 @@
+"""The `assay` command line: run recipes, list stages, inspect datasets, write reports, and one
+sub-command per registered stage (`filter.length` becomes `assay filter length IN... OUT`)."""
+from __future__ import annotations
+
+import json
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Assay: curate LLM pretraining data and measure what the curation is worth.")
+
+USER_ERRORS: tuple[type[BaseException], ...] = ()
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from .recipe import RecipeError
+    from .runner import StageFailed
+
+    return (RecipeError, StageFailed, FileNotFoundError, NotADirectoryError, PermissionError)
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", fg="red", err=True)
+    raise typer.Exit(2)
+
+
+def _engine_options(workers: int, spark_master: Optional[str], ray_address: Optional[str]) -> dict:
+    opts: dict[str, Any] = {}
+    if workers:
+        opts["workers"] = workers
+    if spark_master:
+        opts["spark_master"] = spark_master
+    if ray_address:
+        opts["ray_address"] = ray_address
+    return opts
+
+
+@app.command()
+def run(
+    recipe: Path = typer.Argument(..., help="Pipeline recipe (YAML)"),
+    engine: Optional[str] = typer.Option(None, "--engine", "-e", help="local, spark or ray (overrides the recipe)"),
+    workdir: Optional[Path] = typer.Option(None, "--workdir", "-w", help="Where stage outputs go (default: recipe's workdir)"),
+    start: Optional[str] = typer.Option(None, "--from", help="Re-run this stage and everything downstream of it"),
+    until: Optional[str] = typer.Option(None, "--until", help="Stop after this stage (runs only what it needs)"),
+    workers: int = typer.Option(0, "--workers", help="Parallel tasks; 0 = all cores"),
+    spark_master: Optional[str] = typer.Option(None, "--spark-master", help="e.g. spark://127.0.0.1:7077"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="e.g. 127.0.0.1:6379"),
+    report: bool = typer.Option(True, "--report/--no-report", help="Write report.html into the workdir"),
+) -> None:
+    """Run a pipeline recipe as a DAG; unchanged stages are skipped, killed ones resume.
+
+    \b
+    Example:
+      assay run examples/recipes/demo.yaml --engine spark --workdir runs/demo-spark
+    """
+    from .recipe import load_recipe
+    from .runner import run_recipe
+
+    if engine and engine not in ("local", "spark", "ray"):
+        _fail(f"--engine {engine!r}: expected local, spark or ray")
+    parsed = load_recipe(recipe)
+    root = Path(workdir or parsed.workdir)
+    typer.echo(f"assay: running {parsed.name} ({recipe}) into {root} on {engine or parsed.engine}")
+    run_recipe(parsed, workdir=root, engine=engine, options=_engine_options(workers, spark_master, ray_address),
+               start=start, until=until, progress=sys.stderr.isatty(), log=typer.echo)
+    if report:
+        from .report import write_report
+
+        path = write_report(root)
+        typer.echo(f"report: {path}")
+
+
+@app.command()
+def validate(recipe: Path = typer.Argument(..., help="Pipeline recipe (YAML)")) -> None:
+    """Check a recipe (keys, stage names, params, inputs, cycles) without running it.
+
+    \b
+    Example:
+      assay validate examples/recipes/demo.yaml
+    """
+    from .recipe import load_recipe
+
+    parsed = load_recipe(recipe)
+    typer.echo(f"{recipe}: ok ({len(parsed.order())} stages: {' -> '.join(parsed.order())})")
+
+
+@app.command()
+def stages(name: Optional[str] = typer.Argument(None, help="Show one stage in full")) -> None:
+    """List registered stages with their kind, params and documentation.
+
+    \b
+    Example:
+      assay stages filter.length
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from .stage import registry, resolve_stage
+
+    console = Console()
+    if name:
+        cls = resolve_stage(name)
+        console.print(f"[bold]{cls.name}[/bold] ({cls.kind} stage)\n")
+        console.print((cls.__doc__ or "").strip() + "\n")
+        table = Table("param", "type", "default", "description")
+        for pname, field in cls.Params.model_fields.items():
+            default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
+            table.add_row(pname, _type_name(field.annotation), default, field.description or "")
+        console.print(table)
+        return
+    table = Table("stage", "kind", "params", "summary")
+    for sname, cls in registry().items():
+        summary = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        table.add_row(sname, cls.kind, ", ".join(cls.Params.model_fields), summary)
+    console.print(table)
+
+
+@app.command()
+def inspect(
+    dataset: Path = typer.Argument(..., help="A dataset directory"),
+    rows: int = typer.Option(3, "--rows", "-n", help="How many rows to show"),
+    rejects: bool = typer.Option(False, "--rejects", help="Show rejected rows instead of kept ones"),
+) -> None:
+    """Show a dataset's schema, ledger (rows/bytes in, out, rejected by reason) and a few rows.
+
+    \b
+    Example:
+      assay inspect runs/demo/length --rows 5 --rejects
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from .dataset import Dataset
+
+    ds = Dataset(dataset)
+    if not ds.path.is_dir():
+        raise FileNotFoundError(f"{dataset}: no such dataset directory")
+    console = Console()
+    manifest = ds.manifest
+    if manifest is None:
+        console.print(f"[yellow]{dataset}: incomplete (no _manifest.json): a run was interrupted here[/yellow]")
+    else:
+        c = manifest["counts"]
+        console.print(f"[bold]{dataset}[/bold]  stage {manifest['stage']} ({manifest['stage_id']}), engine {manifest['engine']}, "
+                      f"{manifest['shards']} shards, {manifest['wall_seconds']}s")
+        console.print(f"rows: {c['rows_in']} in, {c['rows_out']} out, {c['rows_rejected']} rejected; "
+                      f"bytes: {c['bytes_in']} in, {c['bytes_out']} out")
+        for reason, slot in c["rejected"].items():
+            console.print(f"  rejected {reason}: {slot['rows']} rows, {slot['bytes']} bytes")
+    console.print(f"schema: {', '.join(f'{f.name}: {f.type}' for f in ds.schema)}")
+    table = ds.read_rejects() if rejects else ds.read()
+    if table.num_rows == 0:
+        console.print("(no rows)")
+        return
+    view = Table(*table.column_names[:10], show_lines=True)
+    for row in table.slice(0, rows).to_pylist():
+        view.add_row(*[_short(row[c]) for c in table.column_names[:10]])
+    console.print(view)
+
+
+@app.command()
+def report(
+    run_dir: Path = typer.Argument(..., help="A run's workdir (holds one dataset per stage)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output HTML (default RUN_DIR/report.html)"),
+) -> None:
+    """Write a self-contained HTML report: funnel, rejects by reason, timings, and stage sections.
+
+    \b
+    Example:
+      assay report runs/demo -o demo-report.html
+    """
+    from .report import write_report
+
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such run directory")
+    typer.echo(f"report: {write_report(run_dir, out)}")
+
+
+def _short(value: Any, width: int = 80) -> str:
+    text = "" if value is None else str(value)
+    text = text.replace("\n", "⏎ ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+# ---- one command per stage ---------------------------------------------------------------------
+
+def _click_type(annotation: Any) -> tuple[Any, bool, bool]:
+    """(click type, multiple, is_flag) for a pydantic field annotation, or (None, ...) if complex."""
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        return _click_type(args[0])
+    if origin is typing.Literal:
+        return click.Choice([str(a) for a in typing.get_args(annotation)]), False, False
+    if origin is list and args and args[0] in (str, int, float):
+        return args[0], True, False
+    if annotation is bool:
+        return bool, False, True
+    if annotation in (str, int, float):
+        return annotation, False, False
+    return None, False, False
+
+
+def _stage_command(cls) -> click.Command:
+    from .stage import SourceStage
+
+    is_source = issubclass(cls, SourceStage)
+    params: list[click.Parameter] = [
+        click.Argument(["inputs"], nargs=-1, required=True),
+        click.Argument(["out"], nargs=1),
+    ]
+    for name, field in cls.Params.model_fields.items():
+        if is_source and name == "paths":
+            continue
+        ctype, multiple, is_flag = _click_type(field.annotation)
+        flag = "--" + name.replace("_", "-")
+        help_text = field.description or ""
+        if ctype is None:
+            params.append(click.Option([flag], default=None, help=help_text + " (YAML/JSON value)"))
+        elif is_flag:
+            params.append(click.Option([f"{flag}/--no-{name.replace('_', '-')}"], default=None, help=help_text))
+        else:
+            params.append(click.Option([flag], type=ctype, multiple=multiple, default=None, help=help_text))
+    params += [
+        click.Option(["--engine", "-e"], type=click.Choice(["local", "spark", "ray"]), default="local", help="Engine"),
+        click.Option(["--workers"], type=int, default=0, help="Parallel tasks; 0 = all cores"),
+        click.Option(["--force"], is_flag=True, default=False, help="Recompute even if OUT is up to date"),
+    ]
+
+    def callback(inputs, out, engine, workers, force, **values):
+        import yaml
+
+        from .runner import run_stage
+
+        chosen: dict[str, Any] = {}
+        for name, value in values.items():
+            if value is None or value == ():
+                continue
+            field = cls.Params.model_fields[name]
+            if _click_type(field.annotation)[0] is None and isinstance(value, str):
+                value = yaml.safe_load(value)
+            chosen[name] = list(value) if isinstance(value, tuple) else value
+        if is_source:
+            chosen["paths"] = list(inputs)
+        stage = _build_stage(cls, chosen)
+        result = run_stage(stage, [] if is_source else list(inputs), out, engine=engine,
+                           options={"workers": workers} if workers else None, force=force,
+                           progress=sys.stderr.isatty())
+        c = result.manifest["counts"]
+        status = "up to date, skipped" if result.skipped else f"{result.manifest['wall_seconds']}s"
+        click.echo(f"{out}: {c['rows_in']} in, {c['rows_out']} out, {c['rows_rejected']} rejected ({status})")
+        for reason, slot in c["rejected"].items():
+            click.echo(f"  {reason}: {slot['rows']}")
+
+    doc = (cls.__doc__ or "").strip()
+    doc = doc.replace("\n\n", "\n\n\b\n") if "Example:" in doc else doc
+    in_help = "IN... are input files/globs" if is_source else "IN... are input dataset directories"
+    return click.Command(cls.name.split(".", 1)[-1], params=params, callback=callback,
+                         help=f"{doc}\n\n{in_help}; OUT is the output dataset directory.")
+
+
+def _build_stage(cls, params: dict):
+    from pydantic import ValidationError
+
+    from .recipe import RecipeError
+
+    try:
+        return cls(params)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise RecipeError(f"--{'-'.join(str(p) for p in err['loc']).replace('_', '-')}: {err['msg']}") from None
+
+
+def build_cli() -> click.Group:
+    from .stage import registry
+
+    group = typer.main.get_command(app)
+    for name, cls in registry().items():
+        if "." not in name:
+            group.add_command(_stage_command(cls), name)
+            continue
+        family, _ = name.split(".", 1)
+        sub = group.commands.get(family)
+        if sub is None:
+            sub = click.Group(family, help=f"{family} stages (see `assay stages`)")
+            group.add_command(sub)
+        sub.add_command(_stage_command(cls))
+    return group
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli = build_cli()
+    try:
+        cli.main(args=argv, prog_name="assay", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except _user_errors() as exc:
+        click.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

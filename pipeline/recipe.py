@@ -1,0 +1,223 @@
+"""Pipeline recipes: YAML validated by pydantic, with errors that name the file, the key and what was
+expected. Relative `paths` in stage params resolve against the recipe file's directory."""
+from __future__ import annotations
+
+import difflib
+import os
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .engines.base import EngineOptions
+from .stage import SourceStage, Stage, resolve_stage
+
+EngineName = Literal["local", "spark", "ray"]
+
+
+class RecipeError(ValueError):
+    """A user error in a recipe: printed as one line, never as a traceback."""
+
+
+class StageSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    uses: str
+    inputs: list[str] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+    engine: EngineName | None = None
+    _base_dir: Path | None = None
+
+    def build(self) -> Stage:
+        cls = resolve_stage(self.uses)
+        params = dict(self.params)
+        if issubclass(cls, SourceStage) and "paths" in params and self._base_dir is not None:
+            raw = params["paths"]
+            raw = [raw] if isinstance(raw, str) else raw
+            params["paths"] = [p if os.path.isabs(os.path.expanduser(p)) else str(self._base_dir / p) for p in raw]
+        return cls(params, stage_id=self.id)
+
+
+class InputSpec(BaseModel):
+    """A named outside input: sugar for a source stage (`uses` defaults to read.jsonl)."""
+
+    model_config = ConfigDict(extra="forbid")
+    uses: str = "read.jsonl"
+    params: dict[str, Any] = Field(default_factory=dict)
+    engine: EngineName | None = None
+
+
+class Recipe(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    description: str = ""
+    workdir: str | None = None
+    engine: EngineName = "local"
+    engine_options: EngineOptions = Field(default_factory=EngineOptions)
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    stages: list[StageSpec] = Field(default_factory=list)
+    _base_dir: Path | None = None
+
+    @model_validator(mode="after")
+    def _default_workdir(self) -> "Recipe":
+        if self.workdir is None:
+            self.workdir = str(Path("runs") / self.name)
+        return self
+
+    def all_specs(self) -> list[StageSpec]:
+        sources = [StageSpec(id=name, uses=spec.uses, params=spec.params, engine=spec.engine) for name, spec in self.inputs.items()]
+        return sources + list(self.stages)
+
+    def stage_spec(self, stage_id: str) -> StageSpec:
+        for spec in self.all_specs():
+            if spec.id == stage_id:
+                spec._base_dir = getattr(self, "_base_dir", None)
+                return spec
+        raise KeyError(stage_id)
+
+    def graph(self) -> dict[str, set[str]]:
+        return {spec.id: set(spec.inputs) for spec in self.all_specs()}
+
+    def order(self) -> list[str]:
+        # static_order is deterministic for a given recipe; ties keep recipe order.
+        ts = TopologicalSorter()
+        for spec in self.all_specs():
+            ts.add(spec.id, *spec.inputs)
+        return list(ts.static_order())
+
+    def ancestors(self, stage_id: str) -> set[str]:
+        graph, seen, todo = self.graph(), set(), [stage_id]
+        while todo:
+            for parent in graph[todo.pop()]:
+                if parent not in seen:
+                    seen.add(parent)
+                    todo.append(parent)
+        return seen
+
+    def descendants(self, stage_id: str) -> set[str]:
+        graph = self.graph()
+        return {node for node in graph if stage_id in self.ancestors(node)}
+
+
+def _loc(loc: tuple, data: dict) -> str:
+    out = ""
+    node: Any = data
+    for part in loc:
+        if isinstance(part, int):
+            ident = node[part].get("id") if isinstance(node, list) and part < len(node) and isinstance(node[part], dict) else None
+            out += f"[{part}]" + (f" (id {ident!r})" if ident else "")
+        else:
+            out += ("." if out else "") + str(part)
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return out or "(top level)"
+
+
+def _friendly(err: dict, data: dict, known: list[str]) -> str:
+    where = _loc(err["loc"], data)
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        key = str(err["loc"][-1])
+        close = difflib.get_close_matches(key, known, n=1)
+        msg = "unknown key" + (f"; did you mean {close[0]!r}?" if close else f"; expected one of {', '.join(known)}")
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    elif "input" in err and not isinstance(err["input"], (dict, list)):
+        msg += f" (got {err['input']!r})"
+    return f"{where}: {msg}"
+
+
+def load_recipe(path: str | os.PathLike) -> Recipe:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise RecipeError(f"{path}: cannot read recipe: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise RecipeError(f"{path}: {where}invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    return parse_recipe(data, path)
+
+
+def parse_recipe(data: Any, path: Path | str = "<recipe>") -> Recipe:
+    path = Path(path)
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: expected a mapping with keys name, inputs, stages; got {type(data).__name__}")
+    try:
+        recipe = Recipe.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        parent = Recipe
+        known = list(Recipe.model_fields)
+        if len(err["loc"]) >= 3 and err["loc"][0] == "stages":
+            known = list(StageSpec.model_fields)
+        elif len(err["loc"]) >= 2 and err["loc"][0] == "engine_options":
+            known = list(EngineOptions.model_fields)
+        raise RecipeError(f"{path}: {_friendly(err, data, known)}") from None
+    recipe._base_dir = path.resolve().parent if path.exists() else Path.cwd()
+    _check_graph(recipe, data, path)
+    return recipe
+
+
+def _check_graph(recipe: Recipe, data: dict, path: Path) -> None:
+    specs = recipe.all_specs()
+    ids = [s.id for s in specs]
+    seen: set[str] = set()
+    for sid in ids:
+        if sid in seen:
+            raise RecipeError(f"{path}: stage id {sid!r} is used twice (inputs and stage ids share one namespace)")
+        seen.add(sid)
+    for index, spec in enumerate(recipe.stages):
+        where = f"stages[{index}] (id {spec.id!r})"
+        try:
+            cls = resolve_stage(spec.uses)
+        except (KeyError, ImportError, AttributeError, TypeError) as exc:
+            raise RecipeError(f"{path}: {where}.uses: {exc.args[0] if exc.args else exc}") from None
+        _check_params(cls, spec, path, where)
+        for name in spec.inputs:
+            if name not in seen:
+                close = difflib.get_close_matches(name, ids, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f"; known ids: {', '.join(ids)}"
+                raise RecipeError(f"{path}: {where}.inputs: unknown input {name!r}{hint}")
+        if issubclass(cls, SourceStage) and spec.inputs:
+            raise RecipeError(f"{path}: {where}: {spec.uses} reads files (params.paths) and takes no inputs")
+        if not issubclass(cls, SourceStage) and not spec.inputs:
+            raise RecipeError(f"{path}: {where}.inputs: {spec.uses} needs at least one input")
+    for name, spec in recipe.inputs.items():
+        where = f"inputs.{name}"
+        try:
+            cls = resolve_stage(spec.uses)
+        except (KeyError, ImportError, AttributeError, TypeError) as exc:
+            raise RecipeError(f"{path}: {where}.uses: {exc.args[0] if exc.args else exc}") from None
+        if not issubclass(cls, SourceStage):
+            raise RecipeError(f"{path}: {where}.uses: {spec.uses} is not a reader (source stage)")
+        _check_params(cls, spec, path, where)
+    try:
+        recipe.order()
+    except CycleError as exc:
+        raise RecipeError(f"{path}: stages form a cycle: {' -> '.join(exc.args[1])}") from None
+
+
+def _check_params(cls: type[Stage], spec, path: Path, where: str) -> None:
+    try:
+        cls.Params.model_validate(spec.params)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(str(err["loc"][-1]), list(cls.Params.model_fields), n=1)
+            msg = f"unknown param for {cls.name}" + (f"; did you mean {close[0]!r}?" if close else
+                                                   f"; it takes {', '.join(cls.Params.model_fields) or 'no params'}")
+        elif err["type"] == "missing":
+            msg = f"required param of {cls.name} is missing"
+        elif not isinstance(err.get("input"), (dict, list)):
+            msg += f" (got {err.get('input')!r})"
+        raise RecipeError(f"{path}: {where}.params.{loc}: {msg}") from None
