@@ -1,0 +1,110 @@
+"""Shard bookkeeping shared by the plans: global node numbering and writing one annotated shard.
+
+A node is a row's position in the concatenation of all input shards (in input and shard order), so
+the same row has the same node id on every engine. Each output shard is the input shard with
+`dup_group`/`dup_keep` added, rows in input order, so outputs of different engines compare file by file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from assay.pipeline.dataset import Counts, ShardWriter
+from assay.pipeline.schema import REJECT_DETAIL, REJECT_REASON, text_bytes
+from assay.pipeline.stage import set_column
+
+from .base import DUP_GROUP, DUP_KEEP
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    path: str
+    offset: int  # node id of the shard's first row
+    rows: int
+
+
+def list_shards(inputs: Sequence) -> list[Shard]:
+    shards, offset = [], 0
+    for ds in inputs:
+        for path in ds.shards():
+            rows = pq.ParquetFile(path).metadata.num_rows
+            shards.append(Shard(len(shards), str(path), offset, rows))
+            offset += rows
+    return shards
+
+
+def iter_shard_batches(shard: Shard, batch_rows: int, columns=None):
+    """(first node id, table) for each batch of a shard."""
+    node = shard.offset
+    for batch in pq.ParquetFile(shard.path).iter_batches(batch_size=batch_rows, columns=columns):
+        table = pa.Table.from_batches([batch])
+        yield node, table
+        node += table.num_rows
+
+
+def write_shard(
+    shard: Shard,
+    out_root: Path,
+    schema: pa.Schema,
+    stage_id: str,
+    nodes: np.ndarray,
+    keeper_ids: Sequence[str],
+    keep: np.ndarray,
+    remove: bool,
+    reason: str,
+    batch_rows: int = 8192,
+) -> Counts:
+    """Write the annotated copy of one shard, streaming batch by batch. `nodes` (ascending, inside this
+    shard) are the rows in a group of 2+; their group id is `keeper_ids[i]` and `keep[i]` says whether
+    they survive. Every other row is its own group (group id = its own id) and kept."""
+    nodes = np.asarray(nodes, np.int64)
+    keep = np.asarray(keep, bool)
+    keeper_ids = list(keeper_ids)
+    writer = ShardWriter(out_root, shard.index, schema, stage_id)
+    try:
+        for first, table in iter_shard_batches(shard, batch_rows):
+            lo, hi = np.searchsorted(nodes, [first, first + table.num_rows])
+            local = (nodes[lo:hi] - first).tolist()
+            group = table.column("id").to_pylist()
+            for i, gid in zip(local, keeper_ids[lo:hi]):
+                group[i] = gid
+            keep_col = np.ones(table.num_rows, bool)
+            keep_col[local] = keep[lo:hi]
+            out = set_column(table, DUP_GROUP, pa.array(group, pa.string()))
+            out = set_column(out, DUP_KEEP, pa.array(keep_col, pa.bool_()))
+            if remove:
+                drop = (~keep_col).tolist()
+                out = set_column(out, REJECT_REASON, pa.array([reason if d else None for d in drop], pa.string()))
+                details = [f"{reason} of {g}" if d else None for g, d in zip(group, drop)]
+                out = set_column(out, REJECT_DETAIL, pa.array(details, pa.string()))
+            writer.add_input(table.num_rows, text_bytes(table))
+            writer.write(out)
+        return writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def read_column_at(shards: Sequence[Shard], nodes: np.ndarray, column: str) -> pa.Array:
+    """Values of `column` for the given node ids (any order), reading only the shards that hold them."""
+    nodes = np.asarray(nodes, np.int64)
+    out: list = [None] * len(nodes)
+    order = np.argsort(nodes, kind="stable")
+    sorted_nodes = nodes[order]
+    for shard in shards:
+        lo = np.searchsorted(sorted_nodes, shard.offset)
+        hi = np.searchsorted(sorted_nodes, shard.offset + shard.rows)
+        if lo == hi:
+            continue
+        col = pq.read_table(shard.path, columns=[column]).column(column)
+        picked = pc.take(col, pa.array(sorted_nodes[lo:hi] - shard.offset)).to_pylist()
+        for pos, value in zip(order[lo:hi].tolist(), picked):
+            out[pos] = value
+    return pa.array(out)

@@ -1,0 +1,116 @@
+"""The local (single-process) plan: keys -> band buckets -> union-find -> keepers -> annotated shards.
+
+Memory is bounded by design: per-document state is a few int64 arrays (node labels, lengths,
+optional scores); band keys go through a BandStore that spills past `memory_mb`; grouping loads one
+band at a time; shards are read and written batch by batch.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .annotate import Shard, iter_shard_batches, list_shards, read_column_at, write_shard
+from .bandstore import BandStore
+from .components import UnionFind, choose_keepers, star_edges
+
+_VERIFY_CHUNK = 20_000  # candidate pairs verified per call (bounds the texts held at once)
+
+
+def read_columns(stage, schema: pa.Schema) -> list[str]:
+    cols = [c for c in stage.key_columns if c in schema.names]
+    if stage.params.keep == "longest" and "text" in schema.names:
+        cols.append("text")
+    q = stage.params.quality_column
+    if stage.params.keep == "quality" and q and q in schema.names:
+        cols.append(q)
+    return list(dict.fromkeys(cols))
+
+
+def collect_keys(stage, shards: list[Shard], store: BandStore, n: int):
+    """Pass 1: band keys into the store; lengths and scores per node."""
+    p = stage.params
+    length = np.zeros(n, np.int64)
+    score = np.full(n, np.nan) if p.keep == "quality" else None
+    for shard in shards:
+        cols = read_columns(stage, pq.read_schema(shard.path))
+        for first, table in iter_shard_batches(shard, p.batch_rows, columns=cols):
+            info = stage.node_info(table)
+            nodes = np.arange(first, first + table.num_rows, dtype=np.int64)
+            store.add(info.keys[info.valid], nodes[info.valid])
+            length[nodes] = info.length
+            if score is not None and info.score is not None:
+                score[nodes] = info.score
+    return length, score
+
+
+def candidate_edges(store: BandStore):
+    """Star edges of every band (one band in memory at a time)."""
+    for band in range(store.bands):
+        keys, nodes = store.load(band)
+        yield star_edges(keys, nodes)
+
+
+def verified(stage, shards: list[Shard], u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Mask of the candidate pairs (u[i], v[i]) that pass the stage's check, in chunks."""
+    keep = np.ones(len(u), bool)
+    for lo in range(0, len(u), _VERIFY_CHUNK):
+        cu, cv = u[lo : lo + _VERIFY_CHUNK], v[lo : lo + _VERIFY_CHUNK]
+        involved, inverse = np.unique(np.concatenate([cu, cv]), return_inverse=True)
+        texts = read_column_at(shards, involved, "text")
+        a = texts.take(pa.array(inverse[: len(cu)]))
+        b = texts.take(pa.array(inverse[len(cu) :]))
+        keep[lo : lo + _VERIFY_CHUNK] = stage.verify_mask(a, b)
+    return keep
+
+
+def group_nodes(stage, shards: list[Shard], store: BandStore, n: int) -> tuple[np.ndarray, dict]:
+    """Component label (smallest node of the component) of every node."""
+    uf = UnionFind(n)
+    stats = {"candidate_edges": 0, "verified_edges": None}
+    if stage.verifies:
+        # All bands' edges first, deduplicated, so each pair is verified once.
+        parts = [np.stack(e, 1) for e in candidate_edges(store) if len(e[0])]
+        edges = np.unique(np.concatenate(parts), axis=0) if parts else np.empty((0, 2), np.int64)
+        stats["candidate_edges"] = len(edges)
+        mask = verified(stage, shards, edges[:, 0], edges[:, 1]) if len(edges) else np.ones(0, bool)
+        stats["verified_edges"] = int(mask.sum())
+        uf.union(edges[mask, 0], edges[mask, 1])
+    else:
+        for u, v in candidate_edges(store):
+            stats["candidate_edges"] += len(u)
+            uf.union(u, v)
+    return uf.labels(), stats
+
+
+def run_local(stage, ctx) -> int:
+    t0 = time.perf_counter()
+    p = stage.params
+    shards = list_shards(ctx.inputs)
+    n = sum(s.rows for s in shards)
+    store = BandStore(stage.n_bands, ctx.scratch(f"{stage.stage_id}-bands"), p.memory_mb << 20)
+    length, score = collect_keys(stage, shards, store, n)
+    labels, stats = group_nodes(stage, shards, store, n)
+    keepers = choose_keepers(labels, length, score, p.keep)
+    in_group = np.bincount(labels, minlength=n)[labels] > 1 if n else np.zeros(0, bool)
+    grouped = np.flatnonzero(in_group)
+    keeper_nodes = np.unique(keepers[grouped])
+    keeper_ids = read_column_at(shards, keeper_nodes, "id").to_pylist()
+    ids_of = np.searchsorted(keeper_nodes, keepers[grouped])
+    group_ids = [keeper_ids[i] for i in ids_of.tolist()]
+    keep = keepers[grouped] == grouped
+    for shard in shards:
+        lo, hi = np.searchsorted(grouped, [shard.offset, shard.offset + shard.rows])
+        write_shard(
+            shard, ctx.out_root, ctx.output_schema, ctx.stage_id,
+            grouped[lo:hi], group_ids[lo:hi], keep[lo:hi], p.remove, stage.reason, p.batch_rows,
+        )
+    stats.update(
+        documents=n, in_groups=int(len(grouped)), groups=int(len(keeper_nodes)),
+        removed=int((~keep).sum()), spilled_bytes=store.spilled_bytes, seconds=round(time.perf_counter() - t0, 3),
+    )
+    if isinstance(getattr(ctx, "extra", None), dict):
+        ctx.extra["dedup"] = stats
+    return len(shards)
