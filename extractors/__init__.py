@@ -1,0 +1,5 @@
+"""Extraction: WARC/HTML (math and code kept), PDF, language ID, URL normalisation.
+
+Importing this package registers the stages; heavy libraries load lazily inside them.
+"""
+from . import stages  # noqa: F401  (extract.html, extract.warc, extract.records)

@@ -1,0 +1,132 @@
+"""Per-document time and memory limits: one pathological page must not stall a worker.
+
+Extraction runs in a child process fed one document at a time over a pipe. The parent waits at most
+`timeout_s` for each answer; when the time is up it kills the child, reports the document as a
+`timeout` reject and starts a fresh child for the rest of the batch. Python-level timers (SIGALRM)
+are not enough because the slow part is often C code (libxml2 parsing a 50 MB page) that does not
+return to the interpreter until it is done. The child also gets an address-space cap so a page that
+explodes in memory fails as `too_large` in the child instead of taking the machine down.
+
+The cost is one pickle round trip per document plus one child start per batch (and per timeout);
+`benchmarks/extraction.py` measures it against in-process extraction.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+# Fork is cheap and inherits the imported extractor; the child touches no Arrow or thread pools.
+_CTX = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    value: Any = None  # the function's result when ok
+    reason: str | None = None  # reject code when not ok
+    detail: str | None = None
+
+
+def _child(conn, fn: Callable[[Any], Any], memory_mb: int | None) -> None:
+    if memory_mb:
+        try:
+            import resource
+
+            limit = memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        except (ImportError, ValueError, OSError):
+            pass
+    while True:
+        try:
+            item = conn.recv()
+        except (EOFError, OSError):
+            return
+        if item is None:
+            return
+        try:
+            conn.send(Outcome(True, fn(item)))
+        except MemoryError:
+            conn.send(Outcome(False, reason="too_large", detail="out of memory in extractor"))
+        except RecursionError:
+            conn.send(Outcome(False, reason="too_deep", detail="document nesting too deep"))
+        except Exception as exc:  # a bad document must become a reject, never end the batch
+            tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            conn.send(Outcome(False, reason="extract_error", detail=tb[:500]))
+
+
+class Watchdog:
+    """Call `fn(item)` in a recycled child process with a wall-clock limit per item.
+
+    Use as a context manager; `run(item)` returns an `Outcome`. With `isolate=False` it calls `fn`
+    in-process (no time limit) — for tests of the function itself and for measuring the overhead.
+    """
+
+    def __init__(self, fn: Callable[[Any], Any], timeout_s: float = 10.0, memory_mb: int | None = 4096,
+                 isolate: bool = True):
+        self.fn, self.timeout_s, self.memory_mb, self.isolate = fn, timeout_s, memory_mb, isolate
+        self._proc = None
+        self._conn = None
+        self.restarts = 0
+
+    def __enter__(self) -> "Watchdog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        parent, child = _CTX.Pipe()
+        self._proc = _CTX.Process(target=_child, args=(child, self.fn, self.memory_mb), daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.join(5)
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        if self._proc is not None:
+            try:
+                self._conn.send(None)
+                self._proc.join(2)
+            except (OSError, BrokenPipeError):
+                pass
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join(2)
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def run(self, item: Any) -> Outcome:
+        if not self.isolate:
+            try:
+                return Outcome(True, self.fn(item))
+            except MemoryError:
+                return Outcome(False, reason="too_large", detail="out of memory in extractor")
+            except RecursionError:
+                return Outcome(False, reason="too_deep", detail="document nesting too deep")
+            except Exception as exc:
+                return Outcome(False, reason="extract_error", detail=f"{type(exc).__name__}: {exc}"[:500])
+        if self._proc is None or not self._proc.is_alive():
+            self._start()
+        try:
+            self._conn.send(item)
+            if self._conn.poll(self.timeout_s):
+                return self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            code = self._proc.exitcode if self._proc is not None else None
+            self._kill()
+            self.restarts += 1
+            return Outcome(False, reason="extract_crash", detail=f"extractor process died (exit {code})")
+        self._kill()
+        self.restarts += 1
+        return Outcome(False, reason="timeout", detail=f"extraction exceeded {self.timeout_s:g}s")
+
+

@@ -1,0 +1,227 @@
+"""HTML extraction stages: `extract.html` (files), `extract.warc` (WARC files), `extract.records`
+(a dataset with an `html` column). All three send each page through `html.extract_html` under a
+`limits.Watchdog`, so size, time and memory limits hold per document."""
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+from typing import Any, Iterator, Literal, Sequence
+
+import pyarrow as pa
+from pydantic import Field
+
+from ..pipeline.readers import DocBuffer
+from ..pipeline.schema import DOC_SCHEMA, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta, loads_meta
+from ..pipeline.stage import MapStage, Params, SourceStage, register
+from .limits import Watchdog
+from .urls import url_domain
+
+
+class HtmlOptions(Params):
+    mode: Literal["precise", "fast"] = Field(
+        "precise", description="precise: trafilatura main-content selection + Assay's Markdown writer; "
+        "fast: resiliparse main content (about 3x faster, lower precision). Both keep math and code.")
+    include_comments: bool = Field(True, description="Keep comment/answer sections (forums, Q&A pages).")
+    min_chars: int = Field(1, ge=0, description="Reject pages whose extracted text is shorter (reason no_content).")
+    max_bytes: int = Field(10_000_000, gt=0, description="Reject pages larger than this many bytes before parsing (too_large).")
+    timeout_s: float = Field(10.0, gt=0, description="Wall-clock limit per page; a page over it is killed and rejected (timeout).")
+    memory_mb: int = Field(4096, gt=0, description="Address-space cap of the extraction child process (too_large when hit).")
+    isolate: bool = Field(True, description="Run extraction in a recycled child process so timeout_s can be enforced; "
+                          "false runs in-process (no time limit; for debugging and overhead measurements).")
+    source: str | None = Field(None, description="Value of the `source` column; default: the input file's name.")
+    content_type: str = Field("web", description="Value of the `content_type` column.")
+
+
+class _HtmlExtracting:
+    """Shared by the three stages: one watchdog per worker, reused across files and batches."""
+
+    params: HtmlOptions
+    _watchdog: Watchdog | None = None
+
+    def setup(self) -> None:
+        from . import html  # noqa: F401  (import lxml/trafilatura before forking the child)
+        import trafilatura  # noqa: F401
+
+    def watchdog(self) -> Watchdog:
+        if self._watchdog is None:
+            from .html import extract_html
+
+            p = self.params
+            isolate = p.isolate and not mp.current_process().daemon  # daemons may not fork children
+            self._watchdog = Watchdog(extract_html, p.timeout_s, p.memory_mb, isolate)
+        return self._watchdog
+
+    def __del__(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.close()
+
+    def extract(self, html: bytes | str, charset: str | None) -> tuple[dict | None, str | None, str | None]:
+        """→ (result, reject_reason, reject_detail)."""
+        p = self.params
+        size = len(html)
+        if size > p.max_bytes:
+            return None, "too_large", f"{size} bytes > max_bytes={p.max_bytes}"
+        if size == 0:
+            return None, "empty", "no bytes"
+        out = self.watchdog().run({"html": html, "charset": charset, "mode": p.mode,
+                                   "include_comments": p.include_comments})
+        if not out.ok:
+            return None, out.reason, out.detail
+        result = out.value
+        if len(result["text"].strip()) < max(p.min_chars, 1):
+            return result, "no_content", f"extracted {len(result['text'].strip())} chars"
+        return result, None, None
+
+    def add(self, buf: DocBuffer, html: bytes | str, charset: str | None, url: str | None,
+            where: str, meta: dict[str, Any]) -> None:
+        result, reason, detail = self.extract(html, charset)
+        if reason is not None:
+            snippet = html[:2000].decode("utf-8", "replace") if isinstance(html, bytes) else html[:2000]
+            buf.reject(reason, detail or reason, raw=snippet, where=url or where, meta=meta)
+            return
+        meta = dict(meta, title=result["title"], **result["meta"])
+        buf.add(result["text"], url=url, content_type=self.params.content_type, domain=url_domain(url), meta=meta)
+
+
+def _source(path: str, configured: str | None) -> str:
+    name = Path(path).name
+    for suffix in (".gz", ".lz4", ".warc", ".html", ".htm"):
+        name = name.removesuffix(suffix)
+    return configured or name
+
+
+class HtmlFilesParams(HtmlOptions):
+    paths: list[str] = Field(description="Globs or directories of .html/.htm files, plain or .gz.")
+
+
+@register("extract.html")
+class ExtractHtmlFiles(_HtmlExtracting, SourceStage):
+    """HTML files → documents (Markdown-ish text, math as LaTeX, code fenced). The page URL comes from
+    <link rel=canonical> or og:url when the page states one."""
+
+    Params = HtmlFilesParams
+    files_per_task = 64
+    version = "1"
+
+    def input_files(self) -> list[str]:
+        suffixes = (".html", ".htm", ".html.gz", ".htm.gz", ".xhtml")
+        return [f for f in super().input_files() if f.lower().endswith(suffixes)]
+
+    def read_file(self, path: str) -> Iterator[pa.Table]:
+        from ..pipeline.io import open_binary
+
+        buf = DocBuffer(self.params.source or "html")
+        try:
+            with open_binary(path) as fh:
+                data = fh.read(self.params.max_bytes + 1)
+        except (OSError, EOFError, ValueError) as exc:
+            buf.reject("unreadable", f"{type(exc).__name__}: {exc}"[:500], where=path)
+            yield buf.take()
+            return
+        self.add(buf, data, None, _page_url(data), path, {"path": path})
+        yield buf.take()
+
+
+def _page_url(data: bytes) -> str | None:
+    import re
+
+    head = data[:65536]
+    for pattern in (rb"""<link[^>]+rel=["']?canonical["']?[^>]+href=["']([^"']+)""",
+                    rb"""<link[^>]+href=["']([^"']+)["'][^>]+rel=["']?canonical""",
+                    rb"""<meta[^>]+property=["']og:url["'][^>]+content=["']([^"']+)"""):
+        m = re.search(pattern, head, re.I)
+        if m and m.group(1).lower().startswith((b"http://", b"https://")):
+            return m.group(1).decode("utf-8", "replace")
+    return None
+
+
+class WarcParams(HtmlOptions):
+    paths: list[str] = Field(description="Globs of WARC files: .warc, .warc.gz or .warc.lz4.")
+    html_only: bool = Field(True, description="Reject responses whose Content-Type is not HTML (not_html).")
+    ok_status_only: bool = Field(True, description="Reject responses whose HTTP status is not 2xx (http_status).")
+
+
+@register("extract.warc")
+class ExtractWarc(_HtmlExtracting, SourceStage):
+    """WARC response records → documents. Other record types (request, metadata, warcinfo) are skipped;
+    truncated or corrupt records become rejects."""
+
+    Params = WarcParams
+    files_per_task = 1
+    version = "1"
+
+    def read_file(self, path: str) -> Iterator[pa.Table]:
+        from .warc import WarcReject, iter_warc
+
+        p = self.params
+        buf = DocBuffer(_source(path, p.source))
+        for rec in iter_warc(path, max_bytes=p.max_bytes):
+            if isinstance(rec, WarcReject):
+                buf.reject(rec.reason, rec.detail, where=rec.url or path,
+                           meta={"path": path, "warc_record_id": rec.record_id, "warc_offset": rec.offset})
+            else:
+                meta = {"path": path, "warc_record_id": rec.record_id, "warc_date": rec.date,
+                        "warc_offset": rec.offset, "http_status": rec.status}
+                ctype = rec.content_type
+                if p.ok_status_only and not (rec.status and 200 <= rec.status < 300):
+                    buf.reject("http_status", f"HTTP {rec.status}", where=rec.url or path, meta=meta)
+                elif p.html_only and ctype and "html" not in ctype:
+                    buf.reject("not_html", f"Content-Type {ctype}", where=rec.url or path, meta=meta)
+                else:
+                    self.add(buf, rec.body, rec.charset, rec.url, path, meta)
+            if buf.full():
+                yield buf.take()
+        yield buf.take()
+
+
+class RecordsParams(HtmlOptions):
+    html_column: str = Field("html", description="Column holding the raw HTML (string or binary).")
+    drop_html: bool = Field(True, description="Drop the HTML column from the output (it is large).")
+
+
+@register("extract.records")
+class ExtractRecords(_HtmlExtracting, MapStage):
+    """A dataset with an `html` column (and optional `url`) → `text` filled by extraction; other
+    columns pass through."""
+
+    Params = RecordsParams
+    batch_rows = 256
+    version = "1"
+    adds_columns = ("text",)
+
+    def output_schema(self, input_schemas: Sequence[pa.Schema]) -> pa.Schema:
+        schema = pa.unify_schemas(list(input_schemas), promote_options="permissive")
+        for field in DOC_SCHEMA:
+            if field.name not in schema.names:
+                schema = schema.append(field)
+        if self.params.drop_html and self.params.html_column in schema.names:
+            schema = schema.remove(schema.get_field_index(self.params.html_column))
+        return schema
+
+    def process(self, table: pa.Table) -> pa.Table:
+        p = self.params
+        rows = table.to_pylist()
+        reasons, details = [], []
+        for row in rows:
+            html = row.get(p.html_column)
+            url = row.get("url")
+            result, reason, detail = self.extract(html or "", None)
+            meta = loads_meta(row.get("meta")) if isinstance(row.get("meta"), str) else {}
+            if result is not None and reason is None:
+                row["text"] = result["text"]
+                meta.update(title=result["title"], **result["meta"])
+                row["domain"] = row.get("domain") or url_domain(url)
+                row["content_type"] = row.get("content_type") or p.content_type
+                row["id"] = doc_id(row["text"], row.get("source"), url)
+            elif row.get("id") is None:
+                row["id"] = doc_id(str(html)[:2000], row.get("source"), url)
+            row["meta"] = dumps_meta(meta)
+            reasons.append(reason)
+            details.append(detail)
+        schema = self.output_schema([table.schema])
+        if p.drop_html:
+            for row in rows:
+                row.pop(p.html_column, None)
+        out = pa.Table.from_pylist(rows, schema=schema)
+        return out.append_column(REJECT_REASON, pa.array(reasons, pa.string())).append_column(
+            REJECT_DETAIL, pa.array(details, pa.string()))

@@ -1,0 +1,176 @@
+"""HTML extraction: math as LaTeX, code verbatim, tables/lists/headings, boilerplate gone, limits."""
+import gzip
+import json
+
+import pyarrow as pa
+import pytest
+
+from assay.extractors.html import decode_html, extract_html
+from assay.extractors.math import mathml_to_latex, normalize_tex_delimiters
+from assay.extractors.stages import ExtractHtmlFiles, ExtractRecords
+from assay.pipeline.dataset import Counts
+from assay.pipeline.stage import Task
+
+FILLER = "This paragraph has enough ordinary words in it to look like the main content of an article. " * 2
+
+CODE = 'import numpy as np\n\n\ndef fft(x):\n    """Blank lines and indentation stay."""\n    return np.fft.fft(x)\n'
+
+PAGE = f"""<!doctype html><html><head><title>FFT notes</title></head><body>
+<nav class="menu"><a href="/">Home</a> <a href="/blog">Blog</a> <a href="/about">About us</a></nav>
+<div id="cookie-banner">We use cookies to improve your experience. Accept all cookies</div>
+<article>
+<h1>Fast Fourier transform notes</h1>
+<p>KaTeX: the FFT takes <span class="katex"><span class="katex-mathml"><math><semantics><mrow><mi>O</mi></mrow>
+<annotation encoding="application/x-tex">O(N \\log N)</annotation></semantics></math></span>
+<span class="katex-html" aria-hidden="true">O(NlogN)</span></span> time. {FILLER}</p>
+<p>MathJax text: inline \\(a_1 + b_{{ij}}\\) and display $$\\sum_{{k=0}}^{{N-1}} x_k e^{{-2\\pi i k n/N}}$$ here. {FILLER}</p>
+<p>Script: <script type="math/tex">x_{{i}}^2</script> and <script type="math/tex; mode=display">\\int_0^1 f(x)\\,dx</script> done. {FILLER}</p>
+<p>MathML: the naive cost is <math><msup><mi>N</mi><mn>2</mn></msup></math> and
+<math display="block"><mfrac><mrow><mi>a</mi><mo>+</mo><mi>b</mi></mrow><msqrt><mi>c</mi></msqrt></mfrac></math>. {FILLER}</p>
+<h2>Code</h2>
+<p>Call <code>numpy.fft</code> like this. {FILLER}</p>
+<pre><code class="language-python">{CODE}</code></pre>
+<p>And in a shell: {FILLER}</p>
+<div class="highlight-bash"><pre>echo hi
+  ls -la</pre></div>
+<table><tr><th>n</th><th>time</th></tr><tr><td>1024</td><td>3 ms</td></tr><tr><td>2048</td><td>7 ms</td></tr></table>
+<ul><li>first item of the list</li><li>second item of the list</li></ul>
+<p>Closing words. {FILLER}</p>
+</article>
+<footer class="site-footer">Copyright 2024 Example Corp. All rights reserved. Privacy policy. Terms.</footer>
+<div class="share-bar">Share on Twitter Share on Facebook</div>
+</body></html>"""
+
+
+@pytest.fixture(scope="module")
+def page():
+    return extract_html({"html": PAGE.encode()})
+
+
+def test_math_comes_out_as_latex(page):
+    text = page["text"]
+    assert "$O(N \\log N)$" in text and "O(NlogN)" not in text  # KaTeX: TeX once, glyphs gone
+    assert "$a_1 + b_{ij}$" in text  # \( \) -> $ $, underscores not escaped
+    assert "$$\\sum_{k=0}^{N-1} x_k e^{-2\\pi i k n/N}$$" in text
+    assert "$x_{i}^2$" in text and "$$\\int_0^1 f(x)\\,dx$$" in text  # <script type=math/tex>
+    assert "$N^2$" in text and "$$\\frac{a+b}{\\sqrt{c}}$$" in text  # MathML converted
+    assert page["meta"]["math"] >= 6  # $$..$$ already in page text is not a conversion
+
+
+def test_code_blocks_verbatim_with_language(page):
+    text = page["text"]
+    assert f"```python\n{CODE.rstrip()}\n```" in text  # blank lines and indentation intact
+    assert "```bash\necho hi\n  ls -la\n```" in text  # language from the wrapper's class
+    assert "`numpy.fft`" in text
+    assert page["meta"]["code_langs"] == ["bash", "python"]
+
+
+def test_structure_kept_and_boilerplate_removed(page):
+    text = page["text"]
+    assert "# Fast Fourier transform notes" in text and "## Code" in text
+    assert "| n | time |\n|---|---|\n| 1024 | 3 ms |" in text
+    assert "- first item of the list" in text
+    for junk in ("Copyright 2024", "Share on Twitter", "cookies", "About us"):
+        assert junk not in text
+    assert page["title"] == "FFT notes"
+
+
+def test_fast_mode_keeps_math_and_code():
+    out = extract_html({"html": PAGE, "mode": "fast"})
+    assert "$x_{i}^2$" in out["text"] and "$N^2$" in out["text"]
+    assert f"```python\n{CODE.rstrip()}\n```" in out["text"]
+
+
+def test_mathml_converter():
+    from lxml import etree
+
+    mml = etree.fromstring("<math><msubsup><mo>∑</mo><mrow><mi>i</mi><mo>=</mo><mn>1</mn></mrow><mi>n</mi>"
+                           "</msubsup><msub><mi>α</mi><mi>i</mi></msub><mo>≤</mo><mi>∞</mi></math>")
+    assert mathml_to_latex(mml) == "\\sum_{i=1}^n\\alpha_i\\leq \\infty"
+
+
+def test_tex_delimiters():
+    assert normalize_tex_delimiters("a \\(x\\) b \\[y\\]") == ("a $x$ b $$y$$", 2)
+
+
+def test_decode_charsets():
+    text = "Привет, мир"
+    assert decode_html(text.encode("cp1251"), "windows-1251")[0] == text
+    meta = f'<html><head><meta charset="koi8-r"></head><body>{text}</body></html>'
+    assert text in decode_html(meta.encode("koi8-r"))[0]
+
+
+def test_forum_keeps_question_and_answers():
+    html = f"""<html><body><div class="question"><h1>How do I reverse a list?</h1><p>I have a list in Python and
+    want it reversed in place without copying. {FILLER}</p></div>
+    <div class="answers"><div class="answer"><p>Use the reverse method of the list, which works in place. {FILLER}</p>
+    <pre><code class="lang-python">xs.reverse()</code></pre></div>
+    <div class="answer"><p>Slicing with a negative step also works but makes a copy. {FILLER}</p></div></div></body></html>"""
+    out = extract_html({"html": html})
+    text = out["text"]
+    assert out["title"] == "How do I reverse a list?" and "want it reversed in place" in text
+    assert "reverse method" in text and "negative step" in text
+    assert "```python\nxs.reverse()\n```" in text
+
+
+def _files_stage(tmp_path, **params):
+    return ExtractHtmlFiles({"paths": [str(tmp_path / "*")], **params})
+
+
+def _run(stage):
+    counts = Counts()
+    tables = [t for task in stage.tasks() for t in stage.run_task(task, counts)]
+    table = pa.concat_tables(tables)
+    return table, counts
+
+
+def test_html_files_stage_reads_plain_and_gz(tmp_path):
+    (tmp_path / "a.html").write_text(PAGE.replace("<head>", '<head><link rel="canonical" href="https://ex.com/fft">'))
+    (tmp_path / "b.html.gz").write_bytes(gzip.compress(PAGE.encode()))
+    (tmp_path / "c.htm").write_text("<html><body></body></html>")
+    (tmp_path / "notes.txt").write_text("not html")
+    table, counts = _run(_files_stage(tmp_path))
+    rows = {json.loads(r["meta"])["path"].rsplit("/", 1)[-1]: r for r in table.to_pylist()}
+    assert set(rows) == {"a.html", "b.html.gz", "c.htm"} and counts.rows_in == 3
+    assert rows["a.html"]["url"] == "https://ex.com/fft" and rows["a.html"]["domain"] == "ex.com"
+    assert rows["a.html"]["reject_reason"] is None and "$N^2$" in rows["b.html.gz"]["text"]
+    assert rows["c.htm"]["reject_reason"] == "no_content"
+
+
+def test_pathological_pages_are_cut_off_and_batch_completes(tmp_path):
+    good = PAGE
+    (tmp_path / "1-good.html").write_text(good)
+    # 50 MB page: refused by the size limit before parsing.
+    with open(tmp_path / "2-huge.html", "w") as fh:
+        fh.write("<html><body><table>")
+        row = "<tr><td>cell</td><td>more cell text</td></tr>" * 1000
+        while fh.tell() < 50_000_000:
+            fh.write(row)
+    # Nested 200 deep around an endless table, under the size limit: takes ~20 s without the limit.
+    endless = "<table>" + ("<tr><td>row</td><td>" + "w " * 20 + "</td></tr>") * 60_000 + "</table>"
+    (tmp_path / "3-endless.html").write_text("<html><body>" + "<div>" * 200 + endless + "</div>" * 200 + "</body></html>")
+    # Nesting past libxml2's depth limit: the parser gives up, the page is rejected, nothing hangs.
+    (tmp_path / "5-deep.html").write_text("<html><body>" + "<div>" * 20_000 + "deep" + "</div>" * 20_000 + "</body></html>")
+    (tmp_path / "4-good.html").write_text(good)
+    stage = _files_stage(tmp_path, timeout_s=1.5, max_bytes=20_000_000)
+    table, counts = _run(stage)
+    by_file = {json.loads(r["meta"])["path"].rsplit("/", 1)[-1]: r for r in table.to_pylist()}
+    assert by_file["2-huge.html"]["reject_reason"] == "too_large"
+    assert by_file["3-endless.html"]["reject_reason"] == "timeout"
+    assert by_file["5-deep.html"]["reject_reason"] is not None
+    assert by_file["1-good.html"]["reject_reason"] is None and by_file["4-good.html"]["reject_reason"] is None
+    assert "$N^2$" in by_file["4-good.html"]["text"]  # the batch went on after the kill
+    assert counts.rows_in == table.num_rows == 5
+
+
+def test_records_stage_on_html_column():
+    table = pa.table({"html": [PAGE, "<html><body><p></p></body></html>", None],
+                      "url": ["https://www.ex.com/a?utm_source=x", None, None], "keep_me": [1, 2, 3]})
+    stage = ExtractRecords({})
+    stage.ensure_setup()
+    out = stage.process(table)
+    assert out.num_rows == 3 and "html" not in out.column_names and out.column("keep_me").to_pylist() == [1, 2, 3]
+    rows = out.to_pylist()
+    assert rows[0]["reject_reason"] is None and "```python" in rows[0]["text"] and rows[0]["domain"] == "ex.com"
+    assert rows[1]["reject_reason"] == "no_content" and rows[2]["reject_reason"] == "empty"
+    assert all(r["id"] for r in rows)
