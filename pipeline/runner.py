@@ -75,6 +75,7 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
     if force and out.exists():
         shutil.rmtree(out)
     eng = _as_engine(engine, options)
+    tasks = [] if isinstance(stage, GlobalStage) else stage.tasks(datasets)  # list inputs before touching `out`
     prepare_output(out, fp)
     started = time.time()
     manifest: dict[str, Any] = {
@@ -96,7 +97,6 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
         shard_count = getattr(stage, f"run_{plan}")(ctx)
         manifest["plan"] = plan
     else:
-        tasks = stage.tasks(datasets)
         shard_count = max(len(tasks), 1)
         if not tasks:  # an empty input still yields a dataset with a schema
             ShardWriter(out, 0, schema, stage.stage_id).commit()

@@ -57,6 +57,8 @@ class Stage:
     version: ClassVar[str] = "1"  # bump when the stage's output changes for the same params
     # Columns the stage adds; documented in `assay stages` and used by the report.
     adds_columns: ClassVar[tuple[str, ...]] = ()
+    # True when setup() loads a model worth keeping warm: Ray then runs the stage in an actor pool.
+    holds_model: ClassVar[bool] = False
 
     def __init__(self, params: Params | dict | None = None, stage_id: str | None = None):
         if params is None:

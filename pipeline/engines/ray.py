@@ -40,6 +40,9 @@ class RayEngine(Engine):
             else:
                 ray.init(num_cpus=options.worker_count(), include_dashboard=False, log_to_driver=False,
                          object_store_memory=options.ray_object_store_mb * 1024 * 1024, ignore_reinit_error=True)
+        import logging
+
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
@@ -49,17 +52,22 @@ class RayEngine(Engine):
                   on_done: Callable[[int, dict], Any] | None = None) -> None:
         if not tasks:
             return
+        import logging
+
         by_index = {t.index: t for t in tasks}
-        actors = max(1, min(len(tasks), self.options.worker_count()))
         items = self.ray.data.from_items([{"index": t.index} for t in tasks], override_num_blocks=len(tasks))
-        results = items.map_batches(
-            _TaskRunner,
-            fn_constructor_args=(stage, by_index, str(out_root), schema),
-            batch_size=1,
-            batch_format="numpy",
-            concurrency=actors,
-            num_cpus=1,
-        ).take_all()
+        if stage.holds_model:
+            # An actor pool: each actor runs setup() (loads the model) once and serves many shards.
+            actors = max(1, min(len(tasks), self.options.worker_count()))
+            mapped = items.map_batches(_TaskRunner, fn_constructor_args=(stage, by_index, str(out_root), schema),
+                                       batch_size=1, batch_format="numpy", num_cpus=1,
+                                       compute=self.ray.data.ActorPoolStrategy(size=actors))
+        else:
+            # Stateless stages run as plain Ray tasks, which reuse warm worker processes.
+            mapped = items.map_batches(_TaskRunner(stage, by_index, str(out_root), schema),
+                                       batch_size=1, batch_format="numpy", num_cpus=1)
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
+        results = mapped.take_all()
         for row in results:
             if on_done:
                 on_done(int(row["index"]), json.loads(row["counts"]))

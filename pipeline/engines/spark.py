@@ -95,11 +95,12 @@ class SparkEngine(Engine):
             for batch in batches:
                 for index in batch.column("index").to_pylist():
                     counts = execute_task(stage, by_index[index], root, schema)
-                    yield pa.RecordBatch.from_pylist([{"index": index, "counts": json.dumps(counts)}])
+                    yield pa.RecordBatch.from_arrays([pa.array([index], pa.int64()), pa.array([json.dumps(counts)])],
+                                                     names=["index", "counts"])
 
         rdd = self.spark.sparkContext.parallelize([(t.index,) for t in tasks], numSlices=len(tasks))
         frame = self.spark.createDataFrame(rdd, "index int")
-        for row in frame.mapInArrow(run_partition, "index int, counts string").collect():
+        for row in frame.mapInArrow(run_partition, "index long, counts string").collect():
             if on_done:
                 on_done(row["index"], json.loads(row["counts"]))
 

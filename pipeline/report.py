@@ -1,0 +1,166 @@
+"""`assay report`: one self-contained HTML page (PNG plots inlined) for a run directory.
+
+Core sections: the funnel (rows and bytes per stage), rejects by reason, per-stage timings and the
+ledger check. Stage families add sections by exposing `report_section(run_dir) -> str | None` in a
+module listed in REPORT_SECTIONS.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import importlib
+import io
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .dataset import MANIFEST, atomic_write_text, read_json
+
+REPORT_SECTIONS = ["assay.extractors.report", "assay.dedup.report"]
+
+
+def png_data_uri(fig) -> str:
+    """Render a matplotlib figure to an inline PNG data URI (and close it)."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def img(fig, alt: str) -> str:
+    return f'<img alt="{html.escape(alt)}" src="{png_data_uri(fig)}">'
+
+
+def load_stages(run_dir: Path) -> list[dict[str, Any]]:
+    """Manifests of the run's stages, in run order when `_run.json` knows it."""
+    run = read_json(run_dir / "_run.json") or {}
+    order = run.get("order") or []
+    manifests = {}
+    for path in sorted(run_dir.glob(f"*/{MANIFEST}")):
+        manifests[path.parent.name] = json.loads(path.read_text())
+    ordered = [s for s in order if s in manifests]
+    rest = sorted(set(manifests) - set(ordered), key=lambda s: manifests[s].get("started_at", ""))
+    return [dict(manifests[s], dir=s) for s in ordered + rest]
+
+
+def _human(n: float) -> str:
+    for unit in ("", "K", "M", "G", "T"):
+        if abs(n) < 1000:
+            return f"{n:.0f}{unit}" if unit == "" else f"{n:.1f}{unit}"
+        n /= 1000
+    return f"{n:.1f}P"
+
+
+def _funnel_plot(stages: list[dict]) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [s["dir"] for s in stages]
+    fig, axes = plt.subplots(1, 2, figsize=(11, max(2.5, 0.35 * len(names) + 1)))
+    for ax, unit in zip(axes, ("rows", "bytes")):
+        kept = [s["counts"][f"{unit}_out"] for s in stages]
+        rejected = [s["counts"][f"{unit}_rejected"] for s in stages]
+        ax.barh(names, kept, color="#4c78a8", label="out")
+        ax.barh(names, rejected, left=kept, color="#e45756", label="rejected")
+        ax.invert_yaxis()
+        ax.set_title(f"{unit} per stage")
+        ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    return img(fig, "funnel: rows and bytes per stage")
+
+
+def _timing_plot(stages: list[dict]) -> str:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, max(2.0, 0.3 * len(stages) + 1)))
+    ax.barh([s["dir"] for s in stages], [s.get("wall_seconds", 0) for s in stages], color="#72b7b2")
+    ax.invert_yaxis()
+    ax.set_xlabel("wall seconds")
+    ax.set_title("time per stage")
+    fig.tight_layout()
+    return img(fig, "wall time per stage")
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _core_sections(stages: list[dict]) -> list[str]:
+    rows = []
+    for s in stages:
+        c = s["counts"]
+        ok = c["rows_in"] == c["rows_out"] + c["rows_rejected"]
+        rows.append([
+            html.escape(s["dir"]), html.escape(s["stage"]), html.escape(s.get("engine", "")),
+            f"{c['rows_in']:,}", f"{c['rows_out']:,}", f"{c['rows_rejected']:,}",
+            _human(c["bytes_in"]) + "B", _human(c["bytes_out"]) + "B", f"{s.get('wall_seconds', 0):.2f}",
+            "✔ balanced" if ok else "✘ UNBALANCED",
+        ])
+    ledger = _table(["stage", "uses", "engine", "rows in", "rows out", "rejected", "bytes in", "bytes out",
+                     "seconds", "ledger"], rows)
+    reject_rows = []
+    for s in stages:
+        for reason, slot in s["counts"]["rejected"].items():
+            share = slot["rows"] / max(s["counts"]["rows_in"], 1)
+            reject_rows.append([html.escape(s["dir"]), html.escape(reason), f"{slot['rows']:,}", f"{share:.1%}",
+                                _human(slot["bytes"]) + "B"])
+    rejects = _table(["stage", "reason", "rows", "share of stage input", "bytes"], reject_rows) if reject_rows else "<p>No rejects.</p>"
+    return [
+        "<h2>Funnel</h2>" + _funnel_plot(stages) + ledger,
+        "<h2>Rejects by reason</h2>" + rejects,
+        "<h2>Timings</h2>" + _timing_plot(stages),
+    ]
+
+
+def _extra_sections(run_dir: Path) -> list[str]:
+    out = []
+    for module_name in REPORT_SECTIONS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                continue  # that family has no report section (yet)
+            raise
+        fragment = module.report_section(run_dir)
+        if fragment:
+            out.append(fragment)
+    return out
+
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+h1{margin-bottom:0}.sub{color:#666;margin-top:.2em}
+table{border-collapse:collapse;margin:1em 0;font-size:13px}
+th,td{border:1px solid #ddd;padding:4px 8px;text-align:right}th{background:#f4f4f4}
+td:first-child,td:nth-child(2),th:first-child{text-align:left}
+img{max-width:100%;margin:.5em 0}
+"""
+
+
+def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    run_dir = Path(run_dir)
+    stages = load_stages(run_dir)
+    if not stages:
+        raise FileNotFoundError(f"{run_dir}: no completed stages (no */_manifest.json) to report on")
+    run = read_json(run_dir / "_run.json") or {}
+    title = run.get("recipe") or run_dir.name
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    sections = _core_sections(stages) + _extra_sections(run_dir)
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Assay report: {html.escape(title)}</title>"
+        f"<style>{CSS}</style></head><body><h1>Assay report: {html.escape(title)}</h1>"
+        f"<p class='sub'>{html.escape(str(run_dir))} · {len(stages)} stages · assay {__version__} · {when}</p>"
+        + "".join(f"<section>{s}</section>" for s in sections)
+        + "</body></html>"
+    )
+    target = Path(out) if out else run_dir / "report.html"
+    atomic_write_text(target, page)
+    return target
