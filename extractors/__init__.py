@@ -2,4 +2,4 @@
 
 Importing this package registers the stages; heavy libraries load lazily inside them.
 """
-from . import stages  # noqa: F401  (extract.html, extract.warc, extract.records)
+from . import pdf, stages  # noqa: F401  (extract.pdf, extract.html, extract.warc, extract.records)

@@ -1,0 +1,284 @@
+"""PDF → text: reading order, hyphen joins, running headers/footers and page numbers dropped.
+
+Backends (param `backend`):
+* `pymupdf` — the designed backend: fastest, text blocks with positions, image detection.
+  **AGPL-3.0** (or Artifex commercial): optional extra `assay[pymupdf]`, never a core dependency.
+* `pdfium` — pypdfium2 (Apache-2.0 / BSD-3), Chrome's PDF engine: the permissive default when
+  pymupdf is not installed; text in content-stream order, one block per page.
+* `pypdf` — pure Python (BSD-3): slowest, no native code; for platforms without wheels.
+`auto` picks pymupdf when it is importable, else pdfium.
+
+Every backend produces pages of blocks of lines; `clean_pages` does the rest the same way for all.
+Bad input becomes a reject reason: empty_pdf, encrypted_pdf, corrupt_pdf, image_only_pdf, no_text.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from typing import Any, Iterator, Literal
+
+import pyarrow as pa
+from pydantic import Field
+
+from ..pipeline.readers import DocBuffer
+from ..pipeline.stage import Params, SourceStage, register
+from .limits import Watchdog
+
+Page = list[list[str]]  # blocks of lines
+
+
+class PdfReject(Exception):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+# ---- backends ----------------------------------------------------------------------------------
+
+def _pymupdf_pages(path: str) -> tuple[list[Page], int]:
+    import pymupdf
+
+    try:
+        doc = pymupdf.open(path)
+    except Exception as exc:
+        raise PdfReject("corrupt_pdf", f"pymupdf: {exc}") from exc
+    if doc.needs_pass:
+        raise PdfReject("encrypted_pdf", "password required")
+    pages, image_pages = [], 0
+    for page in doc:
+        blocks = page.get_text("blocks")  # content-stream order: the author's reading order
+        if any(b[6] == 1 for b in blocks) or page.get_images():
+            image_pages += 1
+        pages.append([b[4].split("\n") for b in blocks if b[6] == 0 and b[4].strip()])
+    return pages, image_pages
+
+
+def _pdfium_pages(path: str) -> tuple[list[Page], int]:
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as raw
+
+    try:
+        doc = pdfium.PdfDocument(path)
+    except pdfium.PdfiumError as exc:
+        reason = "encrypted_pdf" if "password" in str(exc).lower() else "corrupt_pdf"
+        raise PdfReject(reason, f"pdfium: {exc}") from exc
+    pages, image_pages = [], 0
+    for i in range(len(doc)):
+        page = doc[i]
+        text = page.get_textpage().get_text_range()
+        if any(obj.type == raw.FPDF_PAGEOBJ_IMAGE for obj in page.get_objects()):
+            image_pages += 1
+        pages.append(_split_blocks(text.replace("\r\n", "\n").replace("\r", "\n")))
+    return pages, image_pages
+
+
+def _pypdf_pages(path: str) -> tuple[list[Page], int]:
+    import pypdf
+
+    try:
+        reader = pypdf.PdfReader(path)
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise PdfReject("encrypted_pdf", "password required")
+        pages, image_pages = [], 0
+        for page in reader.pages:
+            try:
+                if page.images:
+                    image_pages += 1
+            except Exception:  # image decoding needs optional libs; counting is best effort
+                pass
+            pages.append(_split_blocks(page.extract_text() or ""))
+        return pages, image_pages
+    except PdfReject:
+        raise
+    except Exception as exc:
+        raise PdfReject("corrupt_pdf", f"pypdf: {type(exc).__name__}: {exc}") from exc
+
+
+def _split_blocks(text: str) -> Page:
+    blocks = [b.split("\n") for b in re.split(r"\n\s*\n", text)]
+    return [[line for line in b if line.strip()] for b in blocks if any(line.strip() for line in b)]
+
+
+BACKENDS = {"pymupdf": _pymupdf_pages, "pdfium": _pdfium_pages, "pypdf": _pypdf_pages}
+
+
+def resolve_backend(name: str) -> str:
+    if name != "auto":
+        return name
+    try:
+        import pymupdf  # noqa: F401
+
+        return "pymupdf"
+    except ImportError:
+        return "pdfium"
+
+
+# ---- cleaning ----------------------------------------------------------------------------------
+
+_PAGE_NUM = re.compile(r"^\s*(?:[-–—]\s*)?(?:page\s+)?\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?(?:\s*[-–—])?\s*$", re.I)
+_MATH_CHARS = set("=+−×÷∑∏∫√∞≤≥≈≠±∂∇∈∉⊂⊆∪∩→←⇒⇔^_{}|αβγδεζηθικλμνξπρστυφχψωΓΔΘΛΞΠΣΦΨΩ")
+_HYPHEN_END = re.compile(r"[a-zà-ÿ]-$")
+
+
+def is_mathish(line: str) -> bool:
+    """Formula-like lines (symbols dense, few words) are kept as they are, never reflowed."""
+    s = line.strip()
+    if not s:
+        return False
+    symbols = sum(ch in _MATH_CHARS for ch in s)
+    letters = sum(ch.isalpha() for ch in s)
+    return symbols >= 2 and (symbols / len(s) > 0.08 or letters / len(s) < 0.5)
+
+
+def _edge_key(line: str) -> str:
+    return re.sub(r"\d+", "#", line.strip().lower())
+
+
+def _strip_running(pages: list[Page], edge: int = 2) -> tuple[list[Page], int]:
+    """Drop running headers/footers (edge lines repeated on many pages) and page numbers."""
+    def edge_lines(page: Page) -> list[tuple[int, int]]:
+        flat = [(b, l) for b, block in enumerate(page) for l in range(len(block))]
+        return flat[:edge] + flat[-edge:] if len(flat) > 2 * edge else flat
+
+    counts: Counter = Counter()
+    for page in pages:
+        counts.update({_edge_key(page[b][l]) for b, l in edge_lines(page)})
+    threshold = max(3, len(pages) // 2) if len(pages) >= 3 else None
+    dropped = 0
+    out = []
+    for page in pages:
+        drop = set()
+        for b, l in edge_lines(page):
+            line = page[b][l]
+            if _PAGE_NUM.match(line) or (threshold and counts[_edge_key(line)] >= threshold and len(line.strip()) < 120):
+                drop.add((b, l))
+        dropped += len(drop)
+        blocks = [[line for l, line in enumerate(block) if (b, l) not in drop] for b, block in enumerate(page)]
+        out.append([blk for blk in blocks if blk])
+    return out, dropped
+
+
+def _reflow(lines: list[str]) -> list[str]:
+    """Lines of one block → paragraphs: join wrapped lines, undo end-of-line hyphenation, keep
+    math-ish lines on their own line; a short line ending a sentence closes a paragraph."""
+    if not lines:
+        return []
+    width = sorted(len(l.strip()) for l in lines)[int(len(lines) * 0.75)] if len(lines) > 2 else 0
+    paras: list[str] = []
+    cur = ""
+    for raw in lines:
+        line = raw.strip()
+        if not line:
+            continue
+        if is_mathish(line):
+            if cur:
+                paras.append(cur)
+            paras.append(line)
+            cur = ""
+            continue
+        if not cur:
+            cur = line
+        elif _HYPHEN_END.search(cur) and line[:1].islower():
+            cur = cur[:-1] + line
+        else:
+            cur = cur + " " + line
+        if width and len(line) < 0.6 * width and line[-1:] in ".!?:":
+            paras.append(cur)
+            cur = ""
+    if cur:
+        paras.append(cur)
+    return paras
+
+
+_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st", "\u00ad": "", "\ufffe": "", "\x02": ""})
+
+
+def clean_pages(pages: list[Page]) -> tuple[str, int]:
+    pages = [[[line.translate(_LIGATURES) for line in block] for block in page] for page in pages]
+    pages, dropped = _strip_running(pages)
+    parts = []
+    for page in pages:
+        for block in page:
+            paras = _reflow(block)
+            if paras:
+                parts.append("\n".join(paras) if all(is_mathish(p) for p in paras[1:]) and len(paras) > 1 and is_mathish(paras[-1]) else "\n\n".join(paras))
+    return "\n\n".join(parts), dropped
+
+
+def extract_pdf(item: dict[str, Any]) -> dict[str, Any]:
+    """{'path', 'backend', 'min_chars'} → {'text', 'meta'} or {'reject': reason, 'detail': ...}."""
+    path, backend = item["path"], resolve_backend(item.get("backend", "auto"))
+    if os.path.getsize(path) == 0:
+        return {"reject": "empty_pdf", "detail": "0 bytes"}
+    try:
+        pages, image_pages = BACKENDS[backend](path)
+    except PdfReject as rej:
+        return {"reject": rej.reason, "detail": rej.detail}
+    if not pages:
+        return {"reject": "empty_pdf", "detail": "no pages"}
+    text, dropped = clean_pages(pages)
+    meta = {"pdf_backend": backend, "pages": len(pages), "image_pages": image_pages, "dropped_lines": dropped}
+    if len(text.strip()) < item.get("min_chars", 50):
+        reason = "image_only_pdf" if image_pages else "no_text"
+        return {"reject": reason, "detail": f"{len(text.strip())} chars of text on {len(pages)} pages "
+                f"({image_pages} with images; needs OCR)" if image_pages else "no extractable text", "meta": meta}
+    return {"text": text, "meta": meta}
+
+
+# ---- stage -------------------------------------------------------------------------------------
+
+class PdfParams(Params):
+    paths: list[str] = Field(description="Globs or directories of .pdf files.")
+    backend: Literal["auto", "pymupdf", "pdfium", "pypdf"] = Field(
+        "auto", description="pymupdf (AGPL-3.0, fastest, designed default), pdfium (pypdfium2, Apache-2.0/BSD) or "
+        "pypdf (BSD, pure Python). auto: pymupdf if installed, else pdfium.")
+    min_chars: int = Field(50, ge=0, description="Fewer extracted characters than this: reject (image_only_pdf / no_text).")
+    max_bytes: int = Field(200_000_000, gt=0, description="Reject files larger than this (too_large).")
+    timeout_s: float = Field(60.0, gt=0, description="Wall-clock limit per PDF (timeout).")
+    memory_mb: int = Field(4096, gt=0, description="Address-space cap of the extraction child process.")
+    isolate: bool = Field(True, description="Run each PDF in a recycled child process so timeout_s holds.")
+    source: str | None = Field(None, description="Value of the `source` column (default: pdf).")
+    content_type: str = Field("paper", description="Value of the `content_type` column.")
+
+
+@register("extract.pdf")
+class ExtractPdf(SourceStage):
+    """PDF files → one document per file (pages joined), or a reject with a reason."""
+
+    Params = PdfParams
+    files_per_task = 16
+    version = "1"
+    _watchdog: Watchdog | None = None
+
+    def input_files(self) -> list[str]:
+        return [f for f in super().input_files() if f.lower().endswith(".pdf")]
+
+    def setup(self) -> None:
+        import multiprocessing as mp
+
+        p = self.params
+        isolate = p.isolate and not mp.current_process().daemon
+        self._watchdog = Watchdog(extract_pdf, p.timeout_s, p.memory_mb, isolate)
+
+    def __del__(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.close()
+
+    def read_file(self, path: str) -> Iterator[pa.Table]:
+        p = self.params
+        buf = DocBuffer(p.source or "pdf")
+        size = os.path.getsize(path)
+        meta: dict[str, Any] = {"path": path, "bytes": size}
+        if size > p.max_bytes:
+            buf.reject("too_large", f"{size} bytes > max_bytes={p.max_bytes}", where=path, meta=meta)
+        else:
+            out = self._watchdog.run({"path": path, "backend": p.backend, "min_chars": p.min_chars})
+            result = out.value if out.ok else {"reject": out.reason, "detail": out.detail}
+            meta.update(result.get("meta", {}))
+            if "reject" in result:
+                buf.reject(result["reject"], result["detail"], where=path, meta=meta)
+            else:
+                meta["title"] = os.path.splitext(os.path.basename(path))[0]
+                buf.add(result["text"], content_type=p.content_type, meta=meta)
+        yield buf.take()
