@@ -2,4 +2,4 @@
 
 Importing this package registers the stages; heavy libraries load lazily inside them.
 """
-from . import pdf, stages  # noqa: F401  (extract.pdf, extract.html, extract.warc, extract.records)
+from . import langid, pdf, stages  # noqa: F401  (lang.id, extract.pdf, extract.html|warc|records)
