@@ -86,6 +86,10 @@ class DedupStage(GlobalStage):
         Both plans call this same function on the same pairs, so verification cannot make them differ."""
         return None
 
+    @property
+    def verifies(self) -> bool:
+        return False
+
     def output_schema(self, input_schemas: Sequence[pa.Schema]) -> pa.Schema:
         schema = super().output_schema(input_schemas)
         for name, typ in ((DUP_GROUP, pa.string()), (DUP_KEEP, pa.bool_())):
