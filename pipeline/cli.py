@@ -263,7 +263,10 @@ def _stage_command(cls) -> click.Command:
             click.echo(f"  {reason}: {slot['rows']}")
 
     doc = (cls.__doc__ or "").strip()
-    doc = doc.replace("\n\n", "\n\n\b\n") if "Example:" in doc else doc
+    if "Example:" not in doc:  # every command's help shows one
+        group, _, sub = cls.name.partition(".")
+        doc += f"\n\nExample: assay {group} {sub} {'data/*' if is_source else 'runs/x/in'} runs/x/{sub}"
+    doc = doc.replace("\n\n", "\n\n\b\n")
     in_help = "IN... are input files/globs" if is_source else "IN... are input dataset directories"
     return click.Command(cls.name.split(".", 1)[-1], params=params, callback=callback,
                          help=f"{doc}\n\n{in_help}; OUT is the output dataset directory.")

@@ -1,0 +1,105 @@
+"""Recipe validation errors are one line naming file, key and expectation; the CLI works end to end."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import DEMO_RECIPE
+
+ASSAY = [sys.executable, "-m", "assay.pipeline.cli"]
+
+
+def assay(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(ASSAY + list(args), capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+GOOD = """
+name: t
+inputs:
+  raw: {uses: read.jsonl, params: {paths: [in.jsonl]}}
+stages:
+  - {id: len, uses: filter.length, inputs: [raw], params: {min_chars: 3}}
+"""
+
+BAD_RECIPES = {
+    "top-level typo": (GOOD.replace("stages:", "stgaes:"), "stgaes: unknown key; did you mean 'stages'?"),
+    "stage typo": (GOOD.replace("filter.length", "filter.lenght"), "stages[0] (id 'len').uses: unknown stage 'filter.lenght'; did you mean 'filter.length'?"),
+    "param typo": (GOOD.replace("min_chars", "min_char"), "stages[0] (id 'len').params.min_char: unknown param for filter.length; did you mean 'min_chars'?"),
+    "param type": (GOOD.replace("min_chars: 3", "min_chars: lots"), "stages[0] (id 'len').params.min_chars: Input should be a valid integer"),
+    "unknown input": (GOOD.replace("inputs: [raw]", "inputs: [rwa]"), "stages[0] (id 'len').inputs: unknown input 'rwa'; did you mean 'raw'?"),
+    "bad engine": (GOOD + "engine: flink\n", "engine: Input should be 'local', 'spark' or 'ray'"),
+    "yaml syntax": (GOOD + "  - {id: x\n", "invalid YAML"),
+    "cycle": (GOOD + "  - {id: a, uses: filter.length, inputs: [b]}\n  - {id: b, uses: filter.length, inputs: [a]}\n", "stages form a cycle"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RECIPES))
+def test_recipe_errors_are_one_line_without_traceback(tmp_path, case):
+    text, expected = BAD_RECIPES[case]
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text)
+    result = assay("run", str(path), "--workdir", str(tmp_path / "w"))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert lines[0].startswith(f"error: {path}: ")
+    assert expected in lines[0]
+
+
+def test_missing_recipe_and_missing_inputs_are_user_errors(tmp_path):
+    result = assay("run", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2 and "cannot read recipe" in result.stderr and "Traceback" not in result.stderr
+    (tmp_path / "r.yaml").write_text(GOOD)
+    result = assay("run", str(tmp_path / "r.yaml"), "--workdir", str(tmp_path / "w"))
+    assert result.returncode == 2 and "no input files match" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_every_command_help_has_an_example():
+    from assay.pipeline.cli import build_cli
+
+    cli = build_cli()
+    commands = []
+    for name, cmd in cli.commands.items():
+        subs = getattr(cmd, "commands", None)
+        commands += [[name, sub] for sub in subs] if subs else [[name]]
+    assert len(commands) >= 8
+    from click.testing import CliRunner
+
+    for words in commands:
+        result = CliRunner().invoke(cli, words + ["--help"])
+        assert result.exit_code == 0, words
+        assert "Example" in result.output, f"`assay {' '.join(words)} --help` has no example"
+
+
+def test_stage_subcommand_inspect_and_report(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["a long enough text", "no", "another fine text"]) + "{oops\n")
+    run = tmp_path / "run"
+    r1 = assay("read", "jsonl", str(src), str(run / "raw"), "--source", "cli")
+    assert r1.returncode == 0, r1.stderr
+    assert "4 in, 3 out, 1 rejected" in r1.stdout
+    r2 = assay("filter", "length", str(run / "raw"), str(run / "len"), "--min-chars", "5")
+    assert r2.returncode == 0 and "3 in, 2 out, 1 rejected" in r2.stdout and "too_short: 1" in r2.stdout
+    r3 = assay("filter", "length", str(run / "raw"), str(run / "len"), "--min-chars", "5")
+    assert "skipped" in r3.stdout
+    bad = assay("filter", "length", str(run / "raw"), str(run / "x"), "--min-chars", "-1")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--min-chars" in bad.stderr
+    shown = assay("inspect", str(run / "len"), "--rejects")
+    assert shown.returncode == 0 and "too_short" in shown.stdout and "rows: 3 in, 2 out, 1 rejected" in shown.stdout
+    listed = assay("stages")
+    assert "filter.length" in listed.stdout and "read.jsonl" in listed.stdout
+    rep = assay("report", str(run))
+    assert rep.returncode == 0
+    page = (run / "report.html").read_text()
+    assert page.count("data:image/png;base64,") >= 2
+    assert "bad_json" in page and "too_short" in page and "✔ balanced" in page and "UNBALANCED" not in page
+
+
+def test_validate_the_demo_recipe():
+    result = assay("validate", str(DEMO_RECIPE))
+    assert result.returncode == 0 and "ok" in result.stdout
