@@ -1,0 +1,46 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.assay-installed
+export RAY_AUTH_MODE ?= disabled
+export HF_HUB_OFFLINE ?= 1
+export SPARK_LOCAL_IP ?= 127.0.0.1
+
+.PHONY: setup check-java demo test bench sample clean
+
+# pip is upgraded first: the pip that venv bundles (23.x) installs trafilatura without lxml_html_clean.
+# Everything is one pip command against the lock (constraints.txt), so anything that needs torch gets
+# the pinned torch==2.13.0 from requirements.txt in the same resolution.
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Assay needs Python 3.11 or newer; found " + sys.version.split()[0])'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt -r requirements-dev.txt -c constraints.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+check-java: setup
+	@$(BIN)/python -c 'from assay.pipeline.engines.spark import check_java; check_java()' 2>/dev/null \
+	  || { $(BIN)/python -c 'from assay.pipeline.engines.spark import check_java; check_java()' 2>&1 | tail -1; \
+	       echo "Install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless) for the Spark engine."; exit 1; }
+
+demo: setup
+	$(BIN)/assay run examples/recipes/demo.yaml --workdir runs/demo
+
+# Exit code 5 means pytest collected no tests: that is a failure here, never a silent pass.
+test: check-java
+	@$(BIN)/python -m pytest -q tests -p no:cacheprovider --timeout 900; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+bench: setup
+	$(BIN)/python benchmarks/run.py
+
+# Rebuild examples/sample/ from ../shared/data (the committed sample is what the demo uses).
+sample: setup
+	$(BIN)/python examples/build_sample.py
+
+clean:
+	rm -rf runs .pytest_cache build *.egg-info
