@@ -1,7 +1,8 @@
 """`dedup.exact`: documents with the same normalised text are duplicates (one band, key = text hash).
 
-The normalisation is MinHash's (NFKC, lower case, punctuation removed, whitespace collapsed), so
-copies that differ only in case, punctuation or spacing count as exact. Empty texts take no part.
+The key is a hash of MinHash's token sequence (NFKC, lower case, punctuation and spacing ignored), so
+copies that differ only in case, punctuation or spacing count as exact. Texts without a token take
+no part.
 """
 from __future__ import annotations
 
@@ -9,13 +10,11 @@ from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from assay.pipeline.stage import register
 
 from .base import DedupParams, DedupStage
-from .hashing import hash_strings
-from .shingles import normalize
+from .shingles import text_keys
 
 
 class ExactDedupParams(DedupParams):
@@ -30,6 +29,5 @@ class ExactDedup(DedupStage):
     reason: ClassVar[str] = "exact-duplicate"
 
     def batch_keys(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-        norm = normalize(table.column("text").combine_chunks())
-        valid = np.asarray(pc.greater(pc.binary_length(norm), 0).fill_null(False))
-        return hash_strings(norm)[:, None], valid
+        keys, valid = text_keys(table.column("text"))
+        return keys[:, None], valid

@@ -62,7 +62,8 @@ def string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def hash_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """64-bit hashes of the byte spans data[starts[i]:ends[i]] (spans must be in ascending order)."""
+    """64-bit hashes of the spans data[starts[i]:ends[i]] (ascending, non-overlapping). `data` is
+    bytes (uint8) or any unsigned integers, e.g. token hashes to hash a whole token sequence."""
     n = len(starts)
     out = np.empty(n, np.uint64)
     if n == 0:
@@ -75,7 +76,7 @@ def hash_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nda
         j = max(j, i + 1)
         top = int(ends[j - 1])
         p_pow, q_pow = _powers(top - base + 1)
-        seg = data[base:top].astype(np.uint64) + np.uint64(1)  # +1: a zero byte still counts
+        seg = data[base:top].astype(np.uint64) + np.uint64(1)  # +1: a zero value still counts
         prefix = np.zeros(top - base + 1, np.uint64)
         np.cumsum(seg * q_pow[: top - base], out=prefix[1:])
         s = starts[i:j] - base

@@ -1,7 +1,6 @@
 """Text normalisation and word n-gram shingles for whole Arrow batches.
 
-Normalisation (all Arrow compute kernels): NFKC, lower case, punctuation and symbols become spaces,
-and every character of a script written without spaces (Han, Hiragana, Katakana, Thai, Lao, Khmer,
+Normalisation: NFKC, lower case, punctuation and symbols become separators, and every character of a script written without spaces (Han, Hiragana, Katakana, Thai, Lao, Khmer,
 Myanmar) becomes a token of its own, so for those scripts word n-grams are character n-grams and
 mixed text works without a language switch. Tokens are whitespace-separated runs.
 
@@ -11,6 +10,7 @@ still match; a document with no tokens has no shingles and takes no part in near
 """
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,15 +22,32 @@ from .hashing import hash_spans, splitmix64, string_buffers
 _NO_SPACE_SCRIPTS = r"([\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}])"
 _SHINGLE_MULT = np.uint64(0xD6E8FEB86659FD93)  # odd multiplier that chains token hashes
 
+# Bytes that separate tokens: ASCII whitespace, punctuation and symbols (all of them are \p{P} or \p{S}).
+_SEP = np.zeros(256, bool)
+_SEP[[ord(c) for c in " \t\n\r\x0b\x0c" + string.punctuation]] = True
+
 
 def normalize(texts: pa.Array) -> pa.Array:
-    """Normalised text with single spaces between tokens (the key for exact dedup, too)."""
-    t = pc.utf8_normalize(texts.fill_null(""), "NFKC")
-    t = pc.utf8_lower(t)
-    t = pc.replace_substring_regex(t, r"[\p{P}\p{S}]+", " ")
-    t = pc.replace_substring_regex(t, _NO_SPACE_SCRIPTS, r" \1 ")
-    t = pc.replace_substring_regex(t, r"\s+", " ")
-    return pc.utf8_trim_whitespace(t)
+    """Lower-cased text in which every separator is a space-like byte the tokenizer splits on.
+
+    ASCII rows (most of them) only need `ascii_lower`: their punctuation is split on byte by byte.
+    Other rows go through NFKC, Unicode lower case, punctuation/symbol/separator removal and the
+    spacing of no-space scripts with RE2. Whitespace is not collapsed; the tokenizer skips runs."""
+    texts = texts.fill_null("")
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    is_ascii = pc.string_is_ascii(texts)
+    out = pc.ascii_lower(texts)
+    if pc.all(is_ascii).as_py() is False:
+        other = pc.invert(is_ascii)
+        t = pc.utf8_lower(pc.utf8_normalize(texts.filter(other), "NFKC"))
+        # Only non-ASCII separators here (ASCII ones are split on by byte): far fewer regex matches.
+        t = pc.replace_substring_regex(t, r"[^\x00-\x7f\p{L}\p{N}\p{M}]+", " ")
+        spaced = pc.match_substring_regex(t, _NO_SPACE_SCRIPTS)
+        if pc.any(spaced).as_py():
+            t = pc.replace_with_mask(t, spaced, pc.replace_substring_regex(t.filter(spaced), _NO_SPACE_SCRIPTS, r" \1 "))
+        out = pc.replace_with_mask(out, other, t.cast(out.type))
+    return out
 
 
 @dataclass
@@ -42,17 +59,27 @@ class Tokens:
 
 
 def tokenize(texts: pa.Array) -> Tokens:
-    norm = normalize(texts)
-    n = len(norm)
-    lists = pc.split_pattern(norm, " ")
-    flat = pc.list_flatten(lists)
-    list_off = np.asarray(lists.offsets)[: n + 1].astype(np.int64) - int(lists.offsets[0].as_py())
-    offsets, data = string_buffers(flat)
-    starts, ends = offsets[:-1], offsets[1:]
-    nonempty = ends > starts  # "" (empty document) splits into one empty token
-    hashes = hash_spans(data, starts[nonempty], ends[nonempty])
-    kept_before = np.concatenate([[0], np.cumsum(nonempty, dtype=np.int64)])
-    return Tokens(hashes, kept_before[list_off])
+    """Token spans found with NumPy over the whole byte buffer (a token never crosses a document)."""
+    offsets, data = string_buffers(normalize(texts))
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    sep = _SEP[data[lo:hi]]
+    word = ~sep
+    prev_sep = np.concatenate([[True], sep[:-1]])
+    next_sep = np.concatenate([sep[1:], [True]])
+    nonempty = offsets[1:] > offsets[:-1]
+    prev_sep[offsets[:-1][nonempty] - lo] = True  # a document's first byte starts a token
+    next_sep[offsets[1:][nonempty] - lo - 1] = True  # and its last byte ends one
+    starts = np.flatnonzero(word & prev_sep) + lo
+    ends = np.flatnonzero(word & next_sep) + lo + 1
+    hashes = hash_spans(data, starts, ends)
+    return Tokens(hashes, np.searchsorted(starts, offsets).astype(np.int64))
+
+
+def text_keys(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(64-bit hash of the token sequence, has-tokens) per document: the exact-dedup key, blind to
+    case, punctuation and spacing."""
+    tok = tokenize(texts)
+    return hash_spans(tok.hashes, tok.offsets[:-1], tok.offsets[1:]), np.diff(tok.offsets) > 0
 
 
 @dataclass

@@ -1,0 +1,307 @@
+"""Dedup benchmarks: quality on planted near-duplicates, speed vs datasketch and datatrove, memory.
+
+    python benchmarks/dedup.py quality                 # recall/precision per edit rate (real text)
+    python benchmarks/dedup.py speed --docs 100000     # Assay vs datasketch vs datatrove, one core
+    python benchmarks/dedup.py memory --docs 1000000   # peak RSS of the local plan on short docs
+    python benchmarks/dedup.py spark --docs 1000000    # the same job on Spark with 1 GiB of memory
+
+Every mode prints a table and merges its figures into benchmarks/results/dedup.json. The corpus is
+built from the real documents in ../shared/data (articles, Python files, MATH, GSM8K): documents
+are word windows of those texts, plus edited copies, so there are real near-duplicates to find.
+datatrove runs from its own venv (.bench/dedup-venv, created from benchmarks/requirements-dedup.txt)
+so its pins never touch the project's environment.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+RESULTS = ROOT / "benchmarks" / "results" / "dedup.json"
+VENV = ROOT / ".bench" / "dedup-venv"
+PARAMS = {"ngram": 5, "num_perm": 112, "bands": 14, "rows": 8}
+
+
+# ---- corpus -------------------------------------------------------------------------------------
+
+def build_corpus(n_docs: int, min_words: int, max_words: int, dup_rate: float = 0.1, seed: int = 0) -> list[str]:
+    """Word windows of the real texts; `dup_rate` of the documents are edited copies (2% word edits)
+    of an earlier document. Deterministic in `seed`."""
+    from assay.dedup.evaluate import edit_words, real_texts
+
+    words = [t.split() for _, t in real_texts(DATA)]
+    words = [w for w in words if len(w) >= min_words]
+    lengths = np.array([len(w) for w in words], float)
+    rng = np.random.default_rng(seed)
+    vocab = sorted({w for ws in words[:2000] for w in ws})
+    docs: list[str] = []
+    src = rng.choice(len(words), size=n_docs, p=lengths / lengths.sum())
+    for i, s in enumerate(src.tolist()):
+        if docs and rng.random() < dup_rate:
+            docs.append(edit_words(docs[int(rng.integers(0, len(docs)))], 0.02, vocab, rng))
+            continue
+        ws = words[s]
+        size = int(rng.integers(min_words, max_words + 1))
+        start = int(rng.integers(0, max(len(ws) - size, 0) + 1))
+        docs.append(" ".join(ws[start : start + size]))
+    return docs
+
+
+def write_corpus(texts: list[str], path: Path, shards: int) -> None:
+    from assay.dedup.evaluate import write_dataset
+    from assay.pipeline.schema import make_docs
+
+    write_dataset(make_docs({"text": t, "source": f"src{i % 4}"} for i, t in enumerate(texts)), path, shards)
+
+
+# ---- the three implementations ------------------------------------------------------------------
+
+def run_assay(path: Path, out: Path, **params) -> tuple[float, int]:
+    from assay.dedup.near import MinHashDedup
+    from assay.pipeline.dataset import Dataset
+    from assay.pipeline.runner import run_stage
+
+    t = time.perf_counter()
+    run_stage(MinHashDedup({**PARAMS, **params}), [path], out, engine="local", force=True)
+    seconds = time.perf_counter() - t
+    removed = sum(1 for k in Dataset(out).read(columns=["dup_keep"]).column("dup_keep").to_pylist() if not k)
+    return seconds, removed
+
+
+def run_datasketch(texts: list[str]) -> tuple[float, int]:
+    """Per-document MinHash (shared permutations) + MinHashLSH query/insert + union-find."""
+    import re
+
+    from datasketch import MinHash, MinHashLSH
+
+    t = time.perf_counter()
+    punct = re.compile(r"[^\w\s]+")
+    proto = MinHash(num_perm=PARAMS["num_perm"], seed=1)  # default scheme; permutations made once
+    lsh = MinHashLSH(num_perm=PARAMS["num_perm"], params=(PARAMS["bands"], PARAMS["rows"]))
+    parent = list(range(len(texts)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    n = PARAMS["ngram"]
+    for i, text in enumerate(texts):
+        toks = punct.sub(" ", text.lower()).split()
+        if not toks:
+            continue
+        shingles = {" ".join(toks[j : j + n]).encode() for j in range(max(len(toks) - n + 1, 1))}
+        m = MinHash(num_perm=PARAMS["num_perm"], permutations=proto.permutations, scheme=proto.scheme)
+        m.update_batch(list(shingles))
+        for j in lsh.query(m):
+            a, b = find(i), find(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+        lsh.insert(i, m)
+    seconds = time.perf_counter() - t
+    removed = sum(1 for i in range(len(texts)) if find(i) != i)
+    return seconds, removed
+
+
+DATATROVE_SCRIPT = r'''
+import sys, time, json
+from pathlib import Path
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.readers import ParquetReader
+from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupSignature, MinhashDedupBuckets,
+    MinhashDedupCluster)
+from datatrove.utils.hashing import HashConfig
+from datatrove.utils.word_tokenizers import WordTokenizer
+
+class SplitTokenizer(WordTokenizer):
+    """str.split words: cheaper than datatrove's spaCy default, so this favours datatrove."""
+    def word_tokenize(self, text): return text.split()
+    def sent_tokenize(self, text): return [text]
+    def span_tokenize(self, text): return [(0, len(text))]
+
+inp, work = sys.argv[1], Path(sys.argv[2])
+cfg = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8, hash_config=HashConfig(precision=64))
+t = time.perf_counter()
+LocalPipelineExecutor([ParquetReader(inp, text_key="text", id_key="id", glob_pattern="part-*.parquet"),
+    MinhashDedupSignature(output_folder=str(work / "sigs"), config=cfg, language=SplitTokenizer())],
+    tasks=1, workers=1, logging_dir=str(work / "logs1")).run()
+t1 = time.perf_counter()
+LocalPipelineExecutor([MinhashDedupBuckets(input_folder=str(work / "sigs"), output_folder=str(work / "buckets"),
+    config=cfg)], tasks=cfg.num_buckets, workers=1, logging_dir=str(work / "logs2")).run()
+t2 = time.perf_counter()
+LocalPipelineExecutor([MinhashDedupCluster(input_folder=str(work / "buckets"), output_folder=str(work / "remove"),
+    config=cfg)], tasks=1, workers=1, logging_dir=str(work / "logs3")).run()
+t3 = time.perf_counter()
+removed = 0
+for f in (work / "remove").glob("*.remove"):
+    removed += f.stat().st_size // 4
+print(json.dumps({"seconds": t3 - t, "signatures": t1 - t, "buckets": t2 - t1, "cluster": t3 - t2, "removed": removed}))
+'''
+
+
+def ensure_datatrove_venv() -> Path | None:
+    py = VENV / "bin" / "python"
+    if not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "-U", "pip"], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "-r", str(ROOT / "benchmarks/requirements-dedup.txt")], check=True)
+    return py
+
+
+def run_datatrove(path: Path, work: Path) -> dict:
+    py = ensure_datatrove_venv()
+    script = work / "datatrove_minhash.py"
+    script.write_text(DATATROVE_SCRIPT)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    res = subprocess.run([str(py), str(script), str(path), str(work / "dt")], capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        raise RuntimeError(f"datatrove failed:\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+# ---- modes --------------------------------------------------------------------------------------
+
+def one_core() -> None:
+    """Pin this process (and children) to one core and keep Arrow single-threaded."""
+    import pyarrow as pa
+
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+
+
+def mode_speed(args) -> dict:
+    one_core()
+    texts = build_corpus(args.docs, 50, 400, seed=args.seed)
+    mb = sum(len(t.encode()) for t in texts) / 1e6
+    work = Path(tempfile.mkdtemp(prefix="dedup-bench-"))
+    try:
+        write_corpus(texts, work / "in", args.shards)
+        rows = []
+        secs, removed = run_assay(work / "in", work / "out")
+        rows.append(("assay (local plan, end to end)", secs, removed))
+        secs, removed = run_datasketch(texts)
+        rows.append(("datasketch (MinHash + MinHashLSH)", secs, removed))
+        if not args.skip_datatrove:
+            dt = run_datatrove(work / "in", work)
+            rows.append(("datatrove (signatures+buckets+cluster)", dt["seconds"], dt["removed"]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    base = rows[0][1]
+    print(f"\n{args.docs:,} documents, {mb:.1f} MB of text, params {PARAMS}, one core\n")
+    print(f"{'implementation':42} {'seconds':>8} {'docs/s':>9} {'MB/s':>7} {'assay is x faster':>18} {'removed':>8}")
+    result = {"documents": args.docs, "text_mb": round(mb, 2), "params": PARAMS, "cores": 1, "runs": {}}
+    for name, secs, removed in rows:
+        print(f"{name:42} {secs:8.1f} {args.docs / secs:9.0f} {mb / secs:7.2f} {secs / base:18.1f} {removed:8d}")
+        result["runs"][name] = {"seconds": round(secs, 2), "docs_per_s": round(args.docs / secs), "mb_per_s": round(mb / secs, 3),
+                                "assay_speedup": round(secs / base, 2), "removed": removed}
+    return result
+
+
+def mode_quality(args) -> dict:
+    import pyarrow as pa  # noqa: F401
+
+    from assay.dedup.evaluate import distinct_texts, plant, real_texts, score
+    from assay.pipeline.dataset import Dataset
+
+    base = distinct_texts([t for _, t in real_texts(DATA)])
+    rates = [0.01, 0.02, 0.03, 0.05, 0.1, 0.2]
+    planted = plant(base, rates, args.copies, seed=args.seed)
+    work = Path(tempfile.mkdtemp(prefix="dedup-quality-"))
+    out = {"base_documents": len(base), "copies_per_rate": args.copies}
+    try:
+        write_corpus(planted.texts, work / "in", 4)
+        for label, extra in (("minhash 14x8", {}), ("minhash 14x8 + verify 0.7", {"verify_threshold": 0.7})):
+            run_assay(work / "in", work / "out", **extra)
+            got = score(planted, Dataset(work / "out").read(columns=["dup_group"]).column("dup_group").to_pylist())
+            out[label] = got
+            print(f"\n{label}: {got['documents']} docs; recall(J>=0.8) {got['recall_jaccard_ge_0.8']} over "
+                  f"{got['pairs_jaccard_ge_0.8']} pairs; precision {got['precision']} over {got['predicted_pairs']} pairs")
+            print(f"{'edit rate':>10} {'pairs':>6} {'mean J':>7} {'recall':>7}")
+            for r, v in got["per_edit_rate"].items():
+                print(f"{r:>10} {v['pairs']:6d} {v['mean_jaccard']:7.3f} {v['recall']:7.3f}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def mode_memory(args) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="dedup-mem-"))
+    try:
+        texts = build_corpus(args.docs, 10, 60, seed=args.seed)
+        mb = sum(len(t.encode()) for t in texts) / 1e6
+        write_corpus(texts, work / "in", args.shards)
+        del texts
+        code = (
+            "import sys, time, resource; from assay.dedup.near import MinHashDedup; from assay.pipeline.runner import run_stage;"
+            "t=time.perf_counter(); r=run_stage(MinHashDedup({}), [sys.argv[1]], sys.argv[2], engine='local');"
+            "print(time.perf_counter()-t, r.manifest['counts']['rows_in'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        )
+        res = subprocess.run([sys.executable, "-c", code, str(work / "in"), str(work / "out")], capture_output=True, text=True, check=True)
+        secs, rows, rss_kb = res.stdout.split()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result = {"documents": int(rows), "text_mb": round(mb, 1), "seconds": round(float(secs), 1), "peak_rss_mb": round(int(rss_kb) / 1024)}
+    print(f"local plan, {result['documents']:,} short documents ({mb:.0f} MB): {result['seconds']} s, peak RSS {result['peak_rss_mb']} MB")
+    return result
+
+
+def mode_spark(args) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="dedup-spark-"))
+    try:
+        texts = build_corpus(args.docs, 10, 60, seed=args.seed)
+        write_corpus(texts, work / "in", args.shards)
+        del texts
+        code = (
+            "import sys, time, json; from assay.dedup.near import MinHashDedup; from assay.pipeline.runner import run_stage;"
+            "o={'spark_master':'local[2]','spark_conf':{'spark.driver.memory':sys.argv[3],'spark.sql.shuffle.partitions':'64'}};"
+            "t=time.perf_counter(); r=run_stage(MinHashDedup({}), [sys.argv[1]], sys.argv[2], engine='spark', options=o);"
+            "s=time.perf_counter()-t; t=time.perf_counter(); l=run_stage(MinHashDedup({}), [sys.argv[1]], sys.argv[2]+'-local');"
+            "import pyarrow.parquet as pq, glob;"
+            "same=all(pq.read_table(a).equals(pq.read_table(a.replace(sys.argv[2], sys.argv[2]+'-local'))) for a in sorted(glob.glob(sys.argv[2]+'/part-*.parquet')));"
+            "print(json.dumps({'seconds': round(s,1), 'plan': r.manifest['plan'], 'rows': r.manifest['counts']['rows_in'], 'identical_to_local': same}))"
+        )
+        res = subprocess.run([sys.executable, "-c", code, str(work / "in"), str(work / "out"), args.spark_memory],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(res.stderr[-3000:])
+        result = json.loads(res.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result["driver_memory"] = args.spark_memory
+    print(f"spark plan, {result['rows']:,} docs, spark.driver.memory={args.spark_memory}: {result['seconds']} s, "
+          f"identical to local: {result['identical_to_local']}")
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["quality", "speed", "memory", "spark"])
+    ap.add_argument("--docs", type=int, default=100_000)
+    ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--copies", type=int, default=300, help="quality: planted copies per edit rate")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip-datatrove", action="store_true")
+    ap.add_argument("--spark-memory", default="1g")
+    args = ap.parse_args()
+    result = {"quality": mode_quality, "speed": mode_speed, "memory": mode_memory, "spark": mode_spark}[args.mode](args)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    all_results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    all_results[args.mode] = result
+    RESULTS.write_text(json.dumps(all_results, indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
