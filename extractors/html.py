@@ -23,7 +23,12 @@ from typing import Any
 from .markdown import CodeBlock, body_to_markdown, code_key, code_language
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
-_DROP_TAGS = ("script", "style", "noscript", "svg", "iframe", "template", "object", "embed", "canvas")
+_DROP_TAGS = ("script", "style", "noscript", "svg", "iframe", "template", "object", "embed", "canvas",
+              "nav", "footer", "aside", "select", "button", "input", "textarea", "link", "meta")
+# Landmarks that are never main content; pruned before extraction so every later pass walks less tree.
+_DROP_XPATH = ("//*[@role='navigation' or @role='contentinfo' or @role='complementary' or @role='search'"
+               " or @aria-hidden='true' or @hidden]")
+_MATH_HINT = re.compile(r"math/|katex|<math|mathjax|mjx-|\\\(|\\\[|class=[\"'][^\"']*(?:math|latex|tex)", re.I)
 
 
 def decode_html(data: bytes | str, declared: str | None = None) -> tuple[str, str]:
@@ -69,7 +74,11 @@ def _prepare(html: str):
     if tree is None:
         return None, 0, {}, None
     title = _title(tree)
-    n_math = rewrite_math(tree)
+    # Math markup is rare; the regex on the raw text is much cheaper than the rewrite's XPaths.
+    n_math = rewrite_math(tree) if _MATH_HINT.search(html) else 0
+    for el in tree.xpath(_DROP_XPATH):
+        if el.getparent() is not None and el.tag not in ("html", "body"):
+            el.getparent().remove(el)
     code_blocks: dict[str, CodeBlock] = {}
     for pre in tree.iter("pre"):
         for br in pre.iter("br"):
@@ -78,7 +87,23 @@ def _prepare(html: str):
         if text.strip():
             code_blocks.setdefault(code_key(text), CodeBlock(text, code_language(pre)))
     etree.strip_elements(tree, *_DROP_TAGS, etree.Comment, with_tail=False)
-    return tree, n_math, code_blocks, title
+    return _main_region(tree), n_math, code_blocks, title
+
+
+def _main_region(tree):
+    """When the page marks its article unambiguously (one <article> or itemprop=articleBody with
+    real text), extract from that subtree only: less tree to walk and less boilerplate to judge."""
+    from lxml import html as lxml_html
+
+    found = [e for e in tree.iter("article") if len(e.text_content()) > 500]
+    if len(found) != 1:
+        found = [e for e in tree.xpath("//*[@itemprop='articleBody']") if len(e.text_content()) > 500]
+    if len(found) != 1:
+        return tree
+    root, body = lxml_html.Element("html"), lxml_html.Element("body")
+    root.append(body)
+    body.append(found[0])
+    return root
 
 
 def _precise(tree, code_blocks, include_comments: bool):

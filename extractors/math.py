@@ -175,6 +175,9 @@ def rewrite_math(root) -> int:
         if not _MATH_SCRIPT.search(typ):
             continue
         src = (el.text or "").strip()
+        if src in ("\\begingroup", "\\endgroup"):  # StackExchange's per-post MathJax scoping, not math
+            _replace(el, "")
+            continue
         display = "display" in typ.lower()
         if "asciimath" in typ.lower():
             src = _asciimath_to_tex(src)
