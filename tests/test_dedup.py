@@ -262,3 +262,21 @@ def test_keep_quality_uses_score_column(tmp_path):
     t = out.read()
     assert t.column("dup_keep").to_pylist() == [False, False, True]
     assert t.column("quality_x").to_pylist() == [0.2, None, 0.7]  # columns the stage does not own survive
+
+
+def test_report_section_shows_groups_and_removal_per_source(tmp_path):
+    from assay.dedup.report import report_section
+
+    text = "a long enough sentence that repeats across several sources in this small run"
+    docs = make_docs([{"text": text, "source": s} for s in ("web", "web", "books")] + [{"text": "unique words only here", "source": "books"}])
+    run_stage(MinHashDedup({"remove": True}), [_input(docs, tmp_path)], tmp_path / "run" / "near")
+    html = report_section(tmp_path / "run")
+    assert html is not None and html.count("<img") == 1
+    assert "4 documents, 1 groups of 2+, 2 not kept (50.0%)" in html
+    assert "<td>web</td><td>2</td><td>1</td><td>50.0%</td>" in html and "<td>books</td><td>2</td><td>1</td>" in html
+    assert report_section(tmp_path / "in") is None
+
+
+def _input(table: pa.Table, tmp_path: Path) -> Path:
+    write_dataset(table, tmp_path / "in", 1)
+    return tmp_path / "in"
