@@ -251,7 +251,10 @@ def _stage_command(cls) -> click.Command:
                 value = yaml.safe_load(value)
             chosen[name] = list(value) if isinstance(value, tuple) else value
         if is_source:
+            from .io import resolve_path_params
+
             chosen["paths"] = list(inputs)
+            chosen = resolve_path_params(chosen, cls.path_params, Path.cwd())
         stage = _build_stage(cls, chosen)
         result = run_stage(stage, [] if is_source else list(inputs), out, engine=engine,
                            options={"workers": workers} if workers else None, force=force,

@@ -23,7 +23,19 @@ def expand_paths(patterns: Iterable[str] | str) -> list[str]:
                 found.update(str(p) for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
             elif path.exists():
                 found.add(str(path))
-    return sorted(found)
+    return sorted(os.path.abspath(f) for f in found)
+
+
+def resolve_path_params(params: dict, names: Iterable[str], base: Path) -> dict:
+    """Make the path-valued params absolute against `base` (lists of paths included)."""
+    out = dict(params)
+    for name in names:
+        value = out.get(name)
+        if value is None:
+            continue
+        fix = lambda p: p if os.path.isabs(os.path.expanduser(p)) else str(base / p)  # noqa: E731
+        out[name] = [fix(v) for v in ([value] if isinstance(value, str) else value)] if name == "paths" else fix(value)
+    return out
 
 
 def open_binary(path: str | os.PathLike) -> BinaryIO:

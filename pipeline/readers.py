@@ -158,6 +158,7 @@ class ReadTextFiles(SourceStage):
 
     Params = TextFilesParams
     files_per_task = 256
+    path_params = ("paths", "root")
 
     def read_file(self, path: str) -> Iterator[pa.Table]:
         p = self.params

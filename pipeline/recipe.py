@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .engines.base import EngineOptions
+from .io import resolve_path_params
 from .stage import SourceStage, Stage, resolve_stage
 
 EngineName = Literal["local", "spark", "ray"]
@@ -33,10 +34,8 @@ class StageSpec(BaseModel):
     def build(self) -> Stage:
         cls = resolve_stage(self.uses)
         params = dict(self.params)
-        if issubclass(cls, SourceStage) and "paths" in params and self._base_dir is not None:
-            raw = params["paths"]
-            raw = [raw] if isinstance(raw, str) else raw
-            params["paths"] = [p if os.path.isabs(os.path.expanduser(p)) else str(self._base_dir / p) for p in raw]
+        if issubclass(cls, SourceStage) and self._base_dir is not None:
+            params = resolve_path_params(params, cls.path_params, self._base_dir)
         return cls(params, stage_id=self.id)
 
 

@@ -125,6 +125,9 @@ class SourceStage(Stage):
 
     kind = "source"
     files_per_task: ClassVar[int] = 1
+    # Params holding file-system paths: recipes resolve them against the recipe's directory and the
+    # CLI against the current directory, so workers with another working directory see the same files.
+    path_params: ClassVar[tuple[str, ...]] = ("paths",)
 
     def input_files(self) -> list[str]:
         from .io import expand_paths
