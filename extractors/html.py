@@ -149,6 +149,9 @@ def _precise(tree, code_blocks, include_comments: bool):
     doc = trafilatura.bare_extraction(
         tree, fast=True, include_comments=include_comments, include_tables=True,
         include_formatting=True, include_images=False, deduplicate=False,
+        # Not "python": that format also renders body and comments to plain text, which we never
+        # read (our writer renders the XML body); any XML format hands back the bare trees.
+        output_format="xml",
     )
     if doc is None or doc.body is None:
         return "", None
