@@ -38,7 +38,8 @@ class RayEngine(Engine):
                 ray.init(address=options.ray_address, include_dashboard=False, log_to_driver=False,
                          ignore_reinit_error=True)
             else:
-                ray.init(num_cpus=options.worker_count(), include_dashboard=False, log_to_driver=False,
+                # address="local": always a fresh private instance, never a cluster someone else started
+                ray.init(address="local", num_cpus=options.worker_count(), include_dashboard=False, log_to_driver=False,
                          object_store_memory=options.ray_object_store_mb * 1024 * 1024, ignore_reinit_error=True)
         import logging
 
