@@ -70,7 +70,7 @@ def _funnel_plot(stages: list[dict]) -> str:
         ax.barh(names, rejected, left=kept, color="#e45756", label="rejected")
         ax.invert_yaxis()
         ax.set_title(f"{unit} per stage")
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
     return img(fig, "funnel: rows and bytes per stage")
 

@@ -13,6 +13,8 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 REPO = Path(__file__).resolve().parents[1]
+# Workers (forkserver, Spark executors, Ray workers) import test-only stages from here.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")]))
 SHARED_DATA = REPO.parent / "shared" / "data"
 DEMO_RECIPE = REPO / "examples" / "recipes" / "demo.yaml"
 

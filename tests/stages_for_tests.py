@@ -23,3 +23,26 @@ class SlowUpper(MapStage):
         texts = table.column("text").to_pylist()
         table = set_column(table, "text", [t.upper() for t in texts])
         return with_rejects(table, ["has_reject" if "reject" in t else None for t in texts])
+
+
+SETUP_CALLS = 0
+
+
+class CountSetups(MapStage):
+    """Records, per row, the worker's pid and how many times setup() ran in that worker."""
+
+    holds_model = True
+
+    def setup(self) -> None:
+        global SETUP_CALLS
+        SETUP_CALLS += 1
+
+    def process(self, table: pa.Table) -> pa.Table:
+        import os
+
+        table = set_column(table, "worker_pid", [os.getpid()] * table.num_rows, pa.int64())
+        return set_column(table, "setup_calls", [SETUP_CALLS] * table.num_rows, pa.int64())
+
+    def output_schema(self, input_schemas):
+        schema = super().output_schema(input_schemas)
+        return schema.append(pa.field("worker_pid", pa.int64())).append(pa.field("setup_calls", pa.int64()))

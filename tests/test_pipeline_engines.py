@@ -1,6 +1,8 @@
 """The demo recipe gives identical output on local, Spark and Ray, and every stage's ledger balances."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
@@ -74,3 +76,30 @@ def test_rerun_does_no_work_and_param_change_reruns_only_downstream(local_demo, 
     downstream = recipe.descendants("length") | {"length"}
     for sid, result in third.items():
         assert result.skipped == (sid not in downstream), sid
+
+
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_models_load_once_per_worker(engine, tmp_path, request):
+    """setup() (where a stage loads its model) runs once per worker process, not once per shard."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from stages_for_tests import CountSetups
+
+    from assay.pipeline.engines import get_engine
+    from assay.pipeline.readers import ReadJsonl
+    from assay.pipeline.runner import run_stage
+
+    if engine == "ray":
+        request.getfixturevalue("ray_engine")
+    src = tmp_path / "in"
+    src.mkdir()
+    for f in range(6):
+        (src / f"{f}.jsonl").write_text("".join(f'{{"text": "file {f} row {i}"}}\n' for i in range(5)))
+    raw = run_stage(ReadJsonl({"paths": [str(src)]}), [], tmp_path / "raw", engine="local", options={"workers": 1})
+    options = RAY_OPTIONS if engine == "ray" else LOCAL_OPTIONS
+    out = run_stage(CountSetups(), [raw.out], tmp_path / "out", engine=get_engine(engine, options))
+    rows = Dataset(out.out).read().select(["worker_pid", "setup_calls"]).to_pylist()
+    assert len(rows) == 30
+    assert {r["setup_calls"] for r in rows} == {1}  # every worker ran setup exactly once
+    assert len({r["worker_pid"] for r in rows}) <= 2  # six shards, at most two workers

@@ -39,7 +39,7 @@ class RayEngine(Engine):
                          ignore_reinit_error=True)
             else:
                 # address="local": always a fresh private instance, never a cluster someone else started
-                ray.init(address="local", num_cpus=options.worker_count(), include_dashboard=False, log_to_driver=False,
+                ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=options.worker_count(), include_dashboard=False, log_to_driver=False,
                          object_store_memory=options.ray_object_store_mb * 1024 * 1024, ignore_reinit_error=True)
         import logging
 
