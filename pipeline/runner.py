@@ -89,6 +89,8 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
         "engine": eng.describe(),
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    if isinstance(stage, SourceStage):  # the input-file manifest: which files made which shard
+        manifest["input_files"] = [{"shard": t.index, "files": list(t.inputs)} for t in tasks]
     schema = stage.output_schema([ds.schema for ds in datasets])
     if isinstance(stage, GlobalStage):
         plan = eng.name if eng.name in stage.plans() else "local"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+from collections import deque
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -41,11 +42,11 @@ class LocalEngine(Engine):
         # Keep at most 2 tasks per worker in flight so a huge task list never sits in memory as futures.
         limit = 2 * self.options.worker_count()
         pending: dict[Any, Task] = {}
-        queue = list(tasks)
+        queue = deque(tasks)
         try:
             while queue or pending:
                 while queue and len(pending) < limit:
-                    task = queue.pop(0)
+                    task = queue.popleft()
                     pending[pool.submit(execute_task, stage, task, str(out_root), schema)] = task
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
