@@ -7,7 +7,7 @@
 
 Every mode prints a table and merges its figures into benchmarks/results/dedup.json. The corpus is
 built from the real documents in ../shared/data (articles, Python files, MATH, GSM8K): documents
-are word windows of those texts, plus edited copies, so there are real near-duplicates to find.
+are random real lines of those texts, plus edited copies of earlier documents (the near-duplicates).
 datatrove runs from its own venv (.bench/dedup-venv, created from benchmarks/requirements-dedup.txt)
 so its pins never touch the project's environment.
 """
@@ -35,25 +35,28 @@ PARAMS = {"ngram": 5, "num_perm": 112, "bands": 14, "rows": 8}
 # ---- corpus -------------------------------------------------------------------------------------
 
 def build_corpus(n_docs: int, min_words: int, max_words: int, dup_rate: float = 0.1, seed: int = 0) -> list[str]:
-    """Word windows of the real texts; `dup_rate` of the documents are edited copies (2% word edits)
-    of an earlier document. Deterministic in `seed`."""
+    """Documents of random real lines (articles, code, math, GSM8K) until `min_words..max_words`
+    words; `dup_rate` of them are copies, with 2% word edits, of an earlier document. Random lines
+    keep unplanted overlap small, so the planted copies are most of the duplicates. Deterministic."""
     from assay.dedup.evaluate import edit_words, real_texts
 
-    words = [t.split() for _, t in real_texts(DATA)]
-    words = [w for w in words if len(w) >= min_words]
-    lengths = np.array([len(w) for w in words], float)
+    lines = [ln.strip() for _, t in real_texts(DATA) for ln in t.splitlines()]
+    lines = [ln for ln in lines if len(ln.split()) >= 3]
+    n_words = np.array([len(ln.split()) for ln in lines])
     rng = np.random.default_rng(seed)
-    vocab = sorted({w for ws in words[:2000] for w in ws})
+    vocab = sorted({w for ln in lines[:20000] for w in ln.split()})
     docs: list[str] = []
-    src = rng.choice(len(words), size=n_docs, p=lengths / lengths.sum())
-    for i, s in enumerate(src.tolist()):
+    for _ in range(n_docs):
         if docs and rng.random() < dup_rate:
             docs.append(edit_words(docs[int(rng.integers(0, len(docs)))], 0.02, vocab, rng))
             continue
-        ws = words[s]
-        size = int(rng.integers(min_words, max_words + 1))
-        start = int(rng.integers(0, max(len(ws) - size, 0) + 1))
-        docs.append(" ".join(ws[start : start + size]))
+        target = int(rng.integers(min_words, max_words + 1))
+        picked, words = [], 0
+        while words < target:
+            i = int(rng.integers(0, len(lines)))
+            picked.append(lines[i])
+            words += int(n_words[i])
+        docs.append("\n".join(picked))
     return docs
 
 

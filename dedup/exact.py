@@ -14,7 +14,7 @@ import pyarrow as pa
 from assay.pipeline.stage import register
 
 from .base import DedupParams, DedupStage
-from .shingles import text_keys
+from .tokens import text_keys
 
 
 class ExactDedupParams(DedupParams):

@@ -1,6 +1,7 @@
 """Vectorised 64-bit hashing of whole Arrow string arrays with NumPy: no Python loop per string.
 
-A string's hash is a polynomial over its bytes, sum b_j * P^(e-1-j) mod 2^64, finished by the
+A string of up to 16 bytes is hashed from its bytes read as two 64-bit words. A longer string's
+hash is a polynomial over its bytes, sum b_j * P^(e-1-j) mod 2^64, finished by the
 splitmix64 mixer together with the length. The polynomial of any span [s, e) falls out of one prefix
 sum over the whole byte buffer: with Q = P^-1 mod 2^64 (P is odd, so it exists),
     sum_{j=s}^{e-1} b_j P^(e-1-j) = P^(e-1) * (C[e] - C[s]),   C[k] = sum_{j<k} b_j Q^j,
@@ -63,7 +64,41 @@ def string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def hash_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """64-bit hashes of the spans data[starts[i]:ends[i]] (ascending, non-overlapping). `data` is
-    bytes (uint8) or any unsigned integers, e.g. token hashes to hash a whole token sequence."""
+    bytes (uint8) or any unsigned integers, e.g. token hashes to hash a whole token sequence.
+
+    Byte spans of up to 16 bytes (most words) are read as two unaligned 64-bit words and mixed,
+    about twice as fast as the polynomial, which handles everything longer."""
+    if data.dtype != np.uint8 or len(starts) == 0:
+        return _poly_spans(data, starts, ends)
+    lengths = ends - starts
+    out = np.empty(len(starts), np.uint64)
+    short = lengths <= 16
+    if short.all():
+        out[:] = _short_spans(data, starts, lengths)
+    else:
+        out[short] = _short_spans(data, starts[short], lengths[short])
+        out[~short] = _poly_spans(data, starts[~short], ends[~short])
+    return out
+
+
+_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+_LEN_MULT = np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+def _short_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    padded = np.concatenate([data, np.zeros(16, np.uint8)])
+    # A uint64 view at every byte offset (unaligned reads are fine on the CPUs NumPy runs on).
+    words = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+    first = words[starts] & _MASKS[np.minimum(lengths, 8)]
+    out = splitmix64(first ^ (lengths.astype(np.uint64) * _LEN_MULT))
+    long = np.flatnonzero(lengths > 8)
+    if len(long):
+        second = words[starts[long] + 8] & _MASKS[np.minimum(lengths[long] - 8, 8)]
+        out[long] = splitmix64(out[long] ^ second)
+    return out
+
+
+def _poly_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     n = len(starts)
     out = np.empty(n, np.uint64)
     if n == 0:

@@ -1,8 +1,4 @@
-"""Text normalisation and word n-gram shingles for whole Arrow batches.
-
-Normalisation: NFKC, lower case, punctuation and symbols become separators, and every character of a script written without spaces (Han, Hiragana, Katakana, Thai, Lao, Khmer,
-Myanmar) becomes a token of its own, so for those scripts word n-grams are character n-grams and
-mixed text works without a language switch. Tokens are whitespace-separated runs.
+"""Word n-gram shingles for whole Arrow batches (tokens come from tokens.py).
 
 Shingles are the n consecutive tokens starting at each position. A document with fewer than n tokens
 (but at least one) gets exactly one shingle made of all its tokens, so two identical short documents
@@ -10,76 +6,15 @@ still match; a document with no tokens has no shingles and takes no part in near
 """
 from __future__ import annotations
 
-import string
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from .hashing import hash_spans, splitmix64, string_buffers
+from .hashing import splitmix64
+from .tokens import Tokens, tokenize
 
-_NO_SPACE_SCRIPTS = r"([\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}])"
 _SHINGLE_MULT = np.uint64(0xD6E8FEB86659FD93)  # odd multiplier that chains token hashes
-
-# Bytes that separate tokens: ASCII whitespace, punctuation and symbols (all of them are \p{P} or \p{S}).
-_SEP = np.zeros(256, bool)
-_SEP[[ord(c) for c in " \t\n\r\x0b\x0c" + string.punctuation]] = True
-
-
-def normalize(texts: pa.Array) -> pa.Array:
-    """Lower-cased text in which every separator is a space-like byte the tokenizer splits on.
-
-    ASCII rows (most of them) only need `ascii_lower`: their punctuation is split on byte by byte.
-    Other rows go through NFKC, Unicode lower case, punctuation/symbol/separator removal and the
-    spacing of no-space scripts with RE2. Whitespace is not collapsed; the tokenizer skips runs."""
-    texts = texts.fill_null("")
-    if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks()
-    is_ascii = pc.string_is_ascii(texts)
-    out = pc.ascii_lower(texts)
-    if pc.all(is_ascii).as_py() is False:
-        other = pc.invert(is_ascii)
-        t = pc.utf8_lower(pc.utf8_normalize(texts.filter(other), "NFKC"))
-        # Only non-ASCII separators here (ASCII ones are split on by byte): far fewer regex matches.
-        t = pc.replace_substring_regex(t, r"[^\x00-\x7f\p{L}\p{N}\p{M}]+", " ")
-        spaced = pc.match_substring_regex(t, _NO_SPACE_SCRIPTS)
-        if pc.any(spaced).as_py():
-            t = pc.replace_with_mask(t, spaced, pc.replace_substring_regex(t.filter(spaced), _NO_SPACE_SCRIPTS, r" \1 "))
-        out = pc.replace_with_mask(out, other, t.cast(out.type))
-    return out
-
-
-@dataclass
-class Tokens:
-    """Token hashes of a batch, flattened: doc i owns hashes[offsets[i]:offsets[i+1]]."""
-
-    hashes: np.ndarray  # uint64[T]
-    offsets: np.ndarray  # int64[n+1]
-
-
-def tokenize(texts: pa.Array) -> Tokens:
-    """Token spans found with NumPy over the whole byte buffer (a token never crosses a document)."""
-    offsets, data = string_buffers(normalize(texts))
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    sep = _SEP[data[lo:hi]]
-    word = ~sep
-    prev_sep = np.concatenate([[True], sep[:-1]])
-    next_sep = np.concatenate([sep[1:], [True]])
-    nonempty = offsets[1:] > offsets[:-1]
-    prev_sep[offsets[:-1][nonempty] - lo] = True  # a document's first byte starts a token
-    next_sep[offsets[1:][nonempty] - lo - 1] = True  # and its last byte ends one
-    starts = np.flatnonzero(word & prev_sep) + lo
-    ends = np.flatnonzero(word & next_sep) + lo + 1
-    hashes = hash_spans(data, starts, ends)
-    return Tokens(hashes, np.searchsorted(starts, offsets).astype(np.int64))
-
-
-def text_keys(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(64-bit hash of the token sequence, has-tokens) per document: the exact-dedup key, blind to
-    case, punctuation and spacing."""
-    tok = tokenize(texts)
-    return hash_spans(tok.hashes, tok.offsets[:-1], tok.offsets[1:]), np.diff(tok.offsets) > 0
 
 
 @dataclass
@@ -96,24 +31,22 @@ class Shingles:
 def shingle(tokens: Tokens, n: int) -> Shingles:
     """Hash of each window of n tokens that lies inside one document (see module doc for short docs)."""
     h, off = tokens.hashes, tokens.offsets
-    t_total = len(h)
     counts = np.diff(off)
-    doc_of_token = np.repeat(np.arange(len(counts)), counts)
-    doc_end = off[1:][doc_of_token]
-    pos = np.arange(t_total, dtype=np.int64)
+    per_doc = np.where(counts >= n, counts - n + 1, np.minimum(counts, 1))
+    out_off = np.concatenate([[0], np.cumsum(per_doc)]).astype(np.int64)
+    doc = np.repeat(np.arange(len(counts)), per_doc)
+    start = off[:-1][doc] + (np.arange(out_off[-1], dtype=np.int64) - out_off[:-1][doc])
+    width = np.minimum(counts[doc], n)
+    short = bool((counts[counts > 0] < n).any())
     padded = np.concatenate([h, np.zeros(n, np.uint64)])
-    acc = np.zeros(t_total, np.uint64)
+    acc = np.zeros(len(start), np.uint64)
     for k in range(n):
-        # Horner's rule over the window; tokens past the document's end contribute nothing.
-        term = np.where(pos + k < doc_end, padded[k : k + t_total], np.uint64(0))
+        # Horner's rule over the window; a short document's window stops at its last token.
+        term = padded[start + k]
+        if short:
+            term = np.where(k < width, term, np.uint64(0))
         acc = acc * _SHINGLE_MULT + term
-    # Windows that fit, plus the first position of a document shorter than n.
-    doc_start = off[:-1][doc_of_token]
-    valid = (pos + n <= doc_end) | ((pos == doc_start) & (doc_end - doc_start < n))
-    width = np.minimum(doc_end - pos, n).astype(np.uint64)
-    hashes = splitmix64(acc[valid] ^ width[valid])
-    per_doc = np.bincount(doc_of_token[valid], minlength=len(counts)).astype(np.int64)
-    return Shingles(hashes, np.concatenate([[0], np.cumsum(per_doc)]))
+    return Shingles(splitmix64(acc ^ width.astype(np.uint64)), out_off)
 
 
 def shingle_texts(texts: pa.Array, n: int) -> Shingles:

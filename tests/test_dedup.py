@@ -15,7 +15,8 @@ from assay.dedup.exact import ExactDedup
 from assay.dedup.minhash import MinHasher, s_curve
 from assay.dedup.near import MinHashDedup
 from assay.dedup.remove import RemoveDuplicates
-from assay.dedup.shingles import jaccard, shingle_sets, shingle_texts, tokenize
+from assay.dedup.shingles import jaccard, shingle_sets, shingle_texts
+from assay.dedup.tokens import tokenize
 from assay.dedup.url import UrlDedup
 from assay.pipeline.dataset import Dataset
 from assay.pipeline.runner import run_stage
@@ -71,6 +72,15 @@ def test_short_empty_and_cjk_documents():
     # a short document's single shingle equals the same short document's
     again = shingle_texts(pa.array(["Word", "two, words"]), 5)
     assert np.array_equal(again.hashes, sh.hashes[sh.offsets[2] : sh.offsets[4]])
+
+
+def test_tokens_follow_unicode_classes():
+    texts = pa.array(["\u201cCaf\u00e9\u201d\u2014na\u00efve \u6771\u4eac ok\U0001F600x \uff21\uff22", "A\u00a0b\tC", "สวัสดี"])
+    tok = tokenize(texts)
+    expected = ["caf\u00e9", "na\u00efve", "\u6771", "\u4eac", "ok", "x", "ab", "a", "b", "c"]
+    got = tok.hashes[: tok.offsets[2]]
+    assert np.array_equal(got, hashing.hash_strings(pa.array(expected)))  # fullwidth AB folds to "ab"
+    assert tok.offsets[3] - tok.offsets[2] == len("สวัสดี")  # Thai: one token per code point
 
 
 # ---- MinHash ------------------------------------------------------------------------------------
@@ -180,7 +190,7 @@ def test_edge_cases_and_groups(tmp_path):
         {"text": "word", "source": "a"},
         {"text": "Word!", "source": "b"},
         {"text": "tiny doc", "source": "a"},
-        {"text": text.replace("birds", "bird"), "source": "b"},
+        {"text": text.replace("afternoon long", "afternoon longer"), "source": "b"},  # J = 12/14
         {"text": "我们今天去北京看长城然后吃烤鸭晚上回家休息", "source": "zh"},
         {"text": "我们今天去北京看长城然后吃烤鸭晚上回家睡觉", "source": "zh"},
         {"text": "东京的天气今天很好我们去公园散步吧朋友们", "source": "zh"},
