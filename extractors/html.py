@@ -106,10 +106,11 @@ def _prepare(html: str):
     from lxml import etree
 
     from .math import rewrite_math
+    from .threads import thread_posts
 
     tree = _parse(html)
     if tree is None:
-        return None, 0, {}, None
+        return None, 0, {}, None, []
     title = _title(tree)
     # Math markup is rare; the regex on the raw text is much cheaper than the rewrite's XPaths.
     n_math = rewrite_math(tree) if _has_math(html) else 0
@@ -124,7 +125,8 @@ def _prepare(html: str):
         if text.strip():
             code_blocks.setdefault(code_key(text), CodeBlock(text, code_language(pre)))
     etree.strip_elements(tree, *_DROP_TAGS, etree.Comment, with_tail=False)
-    return _main_region(tree), n_math, code_blocks, title
+    posts = thread_posts(tree)  # forum/Q&A candidates; whether the page is a thread is decided later
+    return _main_region(tree), n_math, code_blocks, title, posts
 
 
 def _main_region(tree):
@@ -143,16 +145,14 @@ def _main_region(tree):
     return root
 
 
-def _precise(tree, code_blocks, include_comments: bool):
-    import trafilatura
+def _precise(tree, code_blocks, include_comments: bool, posts: list):
+    from .threads import is_thread, thread_region
 
-    doc = trafilatura.bare_extraction(
-        tree, fast=True, include_comments=include_comments, include_tables=True,
-        include_formatting=True, include_images=False, deduplicate=False,
-        # Not "python": that format also renders body and comments to plain text, which we never
-        # read (our writer renders the XML body); any XML format hands back the bare trees.
-        output_format="xml",
-    )
+    doc = _trafilatura(tree, include_comments)
+    # Thread page: the extractor kept one post (the question). Extract again from the posts alone.
+    # bare_extraction works on a copy, so the posts are still in place for thread_region.
+    if include_comments and posts and doc is not None and doc.body is not None and is_thread(" ".join(doc.body.itertext()), posts):
+        doc = _trafilatura(thread_region(tree, posts), include_comments) or doc
     if doc is None or doc.body is None:
         return "", None
     text, stats = body_to_markdown(doc.body, code_blocks)
@@ -165,11 +165,24 @@ def _precise(tree, code_blocks, include_comments: bool):
     return text, stats
 
 
-def _fast(tree, code_blocks):
+def _trafilatura(tree, include_comments: bool):
+    import trafilatura
+
+    return trafilatura.bare_extraction(
+        tree, fast=True, include_comments=include_comments, include_tables=True,
+        include_formatting=True, include_images=False, deduplicate=False,
+        # Not "python": that format also renders body and comments to plain text, which we never
+        # read (our writer renders the XML body); any XML format hands back the bare trees.
+        output_format="xml",
+    )
+
+
+def _fast(tree, code_blocks, include_comments: bool, posts: list):
     from lxml import html as lxml_html
     from resiliparse.extract.html2text import extract_plain_text
 
     from .markdown import Stats
+    from .threads import is_thread, thread_region
 
     # Code blocks become fences in place so the formatter keeps them with their language.
     for pre in list(tree.iter("pre")):
@@ -177,11 +190,18 @@ def _fast(tree, code_blocks):
         if block is None:
             continue
         fence = f"\n```{block.lang or ''}\n{block.text.strip(chr(10))}\n```\n"
-        pre.clear()
-        pre.text = fence
-    html = lxml_html.tostring(tree, encoding="unicode")
-    text = extract_plain_text(html, main_content=True, preserve_formatting=True, list_bullets=True,
-                              alt_texts=False, links=False, form_fields=False, noscript=False)
+        tail = pre.tail
+        pre.clear()  # clears the tail too: the text after the block is not ours to drop
+        pre.text, pre.tail = fence, tail
+
+    def main_text(root) -> str:
+        return extract_plain_text(lxml_html.tostring(root, encoding="unicode"), main_content=True,
+                                  preserve_formatting=True, list_bullets=True, alt_texts=False, links=False,
+                                  form_fields=False, noscript=False)
+
+    text = main_text(tree)
+    if include_comments and posts and is_thread(text, posts):  # see _precise
+        text = main_text(thread_region(tree, posts))
     from .math import normalize_tex_delimiters
 
     text, n = normalize_tex_delimiters(text)
@@ -193,13 +213,13 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
     """One document: {'html': str|bytes, 'charset': str|None, 'mode', 'include_comments'} →
     {'text', 'title', 'meta'}; text '' when nothing was found."""
     html, charset = decode_html(item["html"], item.get("charset"))
-    tree, n_math, code_blocks, title = _prepare(html)
+    tree, n_math, code_blocks, title, posts = _prepare(html)
     if tree is None:
         return {"text": "", "title": None, "meta": {"charset": charset}}
     if item.get("mode", "precise") == "fast":
-        text, stats = _fast(tree, code_blocks)
+        text, stats = _fast(tree, code_blocks, item.get("include_comments", True), posts)
     else:
-        text, stats = _precise(tree, code_blocks, item.get("include_comments", True))
+        text, stats = _precise(tree, code_blocks, item.get("include_comments", True), posts)
     meta: dict[str, Any] = {"charset": charset, "extractor": f"assay-{item.get('mode', 'precise')}"}
     if stats is not None:
         meta.update(

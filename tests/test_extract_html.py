@@ -174,3 +174,49 @@ def test_records_stage_on_html_column():
     assert rows[0]["reject_reason"] is None and "```python" in rows[0]["text"] and rows[0]["domain"] == "ex.com"
     assert rows[1]["reject_reason"] == "no_content" and rows[2]["reject_reason"] == "empty"
     assert all(r["id"] for r in rows)
+
+
+QA_ANSWER_CODE = "def first(xs):\n    for x in xs:\n        return x\n\n    return None"
+
+
+def _qa_page(schema: bool) -> str:
+    """A Q&A page shaped like StackExchange (schema.org microdata) or like a plain forum engine
+    (repeated `post-body` blocks). The question comes first; the extractor must not stop there."""
+    def post(kind: str, body: str) -> str:
+        scope = f' itemscope itemtype="https://schema.org/{kind}"' if schema else ""
+        prop = ' itemprop="text"' if schema else ""
+        extra = ' itemprop="suggestedAnswer"' if schema and kind == "Answer" else ""
+        return (f'<div class="{kind.lower()} js-post"{scope}{extra}><div class="votes">12 votes</div>'
+                f'<div class="s-prose post-body"{prop}>{body}</div>'
+                f'<div class="user-info">asked by <a href="/u/1">someone</a> 3 hours ago</div></div>')
+
+    question = post("Question", f"<p>How do I get the first element of an iterable without an index? {FILLER}</p>")
+    answer1 = post("Answer", f"<p>Loop once and return, which works for any iterable object. {FILLER}</p>"
+                             f"<pre><code class='lang-python'>{QA_ANSWER_CODE}</code></pre>")
+    answer2 = post("Answer", f"<p>Call next on an iterator with a default value instead. {FILLER}</p>"
+                             "<pre><code>next(iter(xs), None)</code></pre>")
+    return (f"<html><head><title>First element - Q&amp;A</title></head><body>"
+            f"<nav><a href='/'>Questions</a> <a href='/tags'>Tags</a></nav><h1>Get the first element</h1>"
+            f"<div id='mainbar'>{question}<h2>2 Answers</h2>{answer1}{answer2}</div>"
+            f"<div class='sidebar'><a href='/q/2'>Related question one</a> <a href='/q/3'>Related two</a></div>"
+            f"</body></html>")
+
+
+@pytest.mark.parametrize("schema", [True, False], ids=["schema.org", "post-body-class"])
+def test_qa_page_keeps_question_and_both_answers(schema):
+    text = extract_html({"html": _qa_page(schema)})["text"]
+    assert "first element of an iterable" in text  # the question
+    assert "Loop once and return" in text and f"```python\n{QA_ANSWER_CODE}\n```" in text  # answer 1
+    assert "Call next on an iterator" in text and "next(iter(xs), None)" in text  # answer 2
+    assert text.index("first element of an iterable") < text.index("Loop once") < text.index("Call next")
+    assert "Related question one" not in text
+
+
+def test_reader_comments_do_not_make_an_article_a_thread():
+    comments = "".join(f'<div itemscope itemtype="https://schema.org/Comment"><div itemprop="text" class="comment-body">'
+                       f"Reader comment number {i} says something about the article here.</div></div>" for i in range(4))
+    html = (f"<html><body><article><h1>Budget news</h1><p>The council voted on the budget today. {FILLER}</p>"
+            f"<p>More detail on the vote follows in this second paragraph. {FILLER}</p></article>"
+            f"<section>{comments}</section></body></html>")
+    text = extract_html({"html": html})["text"]
+    assert "The council voted" in text and "second paragraph" in text
