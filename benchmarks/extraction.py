@@ -151,6 +151,9 @@ def page_code_blocks(html: str, truth: str | None) -> list[str]:
     tree = lxml_html.fromstring(html)
     blocks = []
     truth_nows = _nows(truth) if truth is not None else None
+    # What a reader sees of the block: no highlighter <script>, no "Copy" <button> label.
+    for junk in tree.xpath("//pre//script|//pre//style|//pre//button|//pre//noscript|//pre//template"):
+        junk.drop_tree()
     for pre in tree.iter("pre"):
         for br in pre.iter("br"):
             br.tail = "\n" + (br.tail or "")

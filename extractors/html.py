@@ -117,16 +117,38 @@ def _prepare(html: str):
     for el in tree.xpath(_DROP_XPATH):
         if el.getparent() is not None and el.tag not in ("html", "body"):
             el.getparent().remove(el)
+    # Dropped before the code blocks are saved: a <script> (highlighter loaders) or a "Copy" <button>
+    # inside a <pre> is no code, and the saved copy must match what the extractor keeps of the block.
+    etree.strip_elements(tree, *_DROP_TAGS, etree.Comment, with_tail=False)
     code_blocks: dict[str, CodeBlock] = {}
-    for pre in tree.iter("pre"):
+    for pre in list(tree.iter("pre")):  # a list: _unwrap_code moves blocks
         for br in pre.iter("br"):
             br.tail = "\n" + (br.tail or "")
         text = pre.text_content()
         if text.strip():
             code_blocks.setdefault(code_key(text), CodeBlock(text, code_language(pre)))
-    etree.strip_elements(tree, *_DROP_TAGS, etree.Comment, with_tail=False)
+            _unwrap_code(pre, len(text))
     posts = thread_posts(tree)  # forum/Q&A candidates; whether the page is a thread is decided later
     return _main_region(tree), n_math, code_blocks, title, posts
+
+
+_CODE_WRAPPERS = ("div", "figure", "span", "section")
+
+
+def _unwrap_code(pre, chars: int) -> None:
+    """Highlighters wrap a block in containers that hold little else (`div.code-toolbar`, a language
+    label, a copy button); boilerplate pruning matches such class names ("toolbar") and drops the code
+    with them. The outermost wrapper that adds at most a label's worth of text is replaced by the
+    <pre> itself."""
+    outer, node = None, pre.getparent()
+    for _ in range(3):
+        if node is None or node.tag not in _CODE_WRAPPERS or len(node.text_content()) - chars > 40:
+            break
+        outer, node = node, node.getparent()
+    if outer is None or outer.getparent() is None:
+        return
+    pre.tail = outer.tail
+    outer.getparent().replace(outer, pre)
 
 
 def _main_region(tree):

@@ -142,6 +142,10 @@ class MarkdownWriter:
             return self.table(el)
         if tag == "code":
             return self.fence(el)
+        if tag in ("quote", "p") and self.code_blocks and code_key("".join(el.itertext())) in self.code_blocks:
+            # A bare <pre> (no <code> inside) can come back as a quote or paragraph: its text is
+            # exactly a saved block, so it is written as the block, verbatim.
+            return self.fence(el)
         if tag == "quote":
             inner = self.blocks(el) if any(isinstance(c.tag, str) and c.tag in _BLOCKS for c in el) else self.text(el)
             return "\n".join("> " + line if line else ">" for line in inner.split("\n"))

@@ -220,3 +220,26 @@ def test_reader_comments_do_not_make_an_article_a_thread():
             f"<section>{comments}</section></body></html>")
     text = extract_html({"html": html})["text"]
     assert "The council voted" in text and "second paragraph" in text
+
+
+SHAPE_CODE = "for i in range(3):\n    print(i)\n\nprint('done')"
+_SHAPE_HTML = SHAPE_CODE.replace("<", "&lt;")
+
+
+@pytest.mark.parametrize("block", [
+    # highlighter loader script and a copy button inside the <pre>: neither is code
+    f"<pre class='language-python'><code>{_SHAPE_HTML}</code><script>hljs.highlightBlock(this)</script>"
+    "<button class='copy-code-button'>Copy</button></pre>",
+    # Prism's toolbar wrapper: pruned as boilerplate by class name unless unwrapped
+    f"<div class='code-toolbar'><pre class='language-python'><code>{_SHAPE_HTML}</code></pre>"
+    "<div class='toolbar'><div class='toolbar-item'><button>Copy</button></div></div></div>",
+    # bare <pre> without <code>, lines split by <br>: comes back from selection as a quote
+    "<div class='highlight-python'><pre>" + _SHAPE_HTML.replace("\n", "<br>") + "</pre></div>",
+], ids=["script-and-button-inside", "toolbar-wrapper", "bare-pre-with-br"])
+def test_code_block_shapes_come_out_verbatim(block):
+    html = (f"<html><body><nav><a href='/'>Home</a></nav><article><h1>Loops</h1><p>{FILLER}</p>{block}"
+            f"<p>After the block. {FILLER}</p></article></body></html>")
+    for mode in ("precise", "fast"):
+        text = extract_html({"html": html, "mode": mode})["text"]
+        assert f"```python\n{SHAPE_CODE}\n```" in text, mode
+        assert "Copy" not in text and "hljs" not in text and "After the block." in text
