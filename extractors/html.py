@@ -16,7 +16,6 @@ Two paths over one preparation step:
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import asdict
 from typing import Any
 
