@@ -77,7 +77,13 @@ def hash_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nda
         out[:] = _short_spans(data, starts, lengths)
     else:
         out[short] = _short_spans(data, starts[short], lengths[short])
-        out[~short] = _poly_spans(data, starts[~short], ends[~short])
+        # Gather the long spans into one compact buffer first: the prefix sum then only runs over
+        # their bytes, not over everything between them.
+        long_starts, long_len = starts[~short], lengths[~short]
+        bounds = np.concatenate([[0], np.cumsum(long_len)])
+        shift = np.repeat(long_starts - bounds[:-1], long_len)
+        compact = data[shift + np.arange(bounds[-1], dtype=np.int64)]
+        out[~short] = _poly_spans(compact, bounds[:-1], bounds[1:])
     return out
 
 

@@ -107,23 +107,14 @@ class Tokens:
     offsets: np.ndarray  # int64[n+1]
 
 
-def token_spans(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(data, starts, ends, doc offsets into the token list) of the lower-cased batch.
-
-    NFKC runs only on the rows that hold a code point it would change (found from the class table),
-    which for most text is none: same result as NFKC on every row, at a fraction of the cost."""
-    low = lower(texts)
+def _spans(low: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(data, starts, ends, doc offsets into the token list, rows holding COMPAT code points)."""
     offsets, data = string_buffers(low)
     lo, hi = int(offsets[0]), int(offsets[-1])
     b = data[lo:hi]
     cls = byte_classes(b)
     compat = np.flatnonzero(cls & COMPAT)
-    if len(compat):
-        rows = np.unique(np.searchsorted(offsets, compat + lo, side="right") - 1)
-        offsets, data = string_buffers(lower(texts, rows))
-        lo, hi = int(offsets[0]), int(offsets[-1])
-        b = data[lo:hi]
-        cls = byte_classes(b)
+    compat_rows = np.unique(np.searchsorted(offsets, compat + lo, side="right") - 1)
     cls &= 3
     cont = (b & 0xC0) == 0x80
     inside = cls != SEP
@@ -139,14 +130,39 @@ def token_spans(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     first, last = offsets[:-1][nonempty] - lo, offsets[1:][nonempty] - lo - 1
     start_m[first] = inside[first]  # documents never share a token
     end_m[last] = inside[last]
-    starts = np.flatnonzero(start_m)
-    ends = np.flatnonzero(end_m) + 1
-    return data, starts + lo, ends + lo, np.searchsorted(starts + lo, offsets).astype(np.int64)
+    starts = np.flatnonzero(start_m) + lo
+    ends = np.flatnonzero(end_m) + lo + 1
+    return data, starts, ends, np.searchsorted(starts, offsets).astype(np.int64), compat_rows
+
+
+def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated aranges starts[i] .. starts[i] + lengths[i]."""
+    total = int(lengths.sum())
+    shift = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return shift + np.arange(total, dtype=np.int64)
 
 
 def tokenize(texts: pa.Array) -> Tokens:
-    data, starts, ends, doc_offsets = token_spans(texts)
-    return Tokens(hash_spans(data, starts, ends), doc_offsets)
+    """Token hashes per document. NFKC runs only on the rows that hold a code point it would change
+    (found from the class table), and their tokens are spliced in: the same tokens as NFKC on
+    every row, at a fraction of the cost."""
+    data, starts, ends, off, rows = _spans(lower(texts))
+    tok = Tokens(hash_spans(data, starts, ends), off)
+    if len(rows) == 0:
+        return tok
+    sub_texts = texts.take(pa.array(rows)) if not isinstance(texts, pa.ChunkedArray) else texts.combine_chunks().take(pa.array(rows))
+    data, starts, ends, sub_off, _ = _spans(lower(sub_texts, np.arange(len(rows))))
+    sub = Tokens(hash_spans(data, starts, ends), sub_off)
+    counts = np.diff(tok.offsets)
+    old = np.ones(len(counts), bool)
+    old[rows] = False
+    counts[rows] = np.diff(sub.offsets)
+    new_off = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    out = np.empty(int(new_off[-1]), np.uint64)
+    keep = np.flatnonzero(old)
+    out[_segments(new_off[keep], counts[keep])] = tok.hashes[_segments(tok.offsets[keep], counts[keep])]
+    out[_segments(new_off[rows], counts[rows])] = sub.hashes
+    return Tokens(out, new_off)
 
 
 def text_keys(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
