@@ -3,7 +3,7 @@
 Shingles are hashed to 64 bits (see shingles.py). Each of the `num_perm` permutations is the
 bijection v = a*x + b mod 2^32 (a odd) applied to the 32-bit fold x = lo ^ hi of the shingle hash;
 a document's signature is the minimum of v over its shingles, one 32-bit value per permutation
-(the width datasketch uses). The work is laid out as a (perms x shingles) block of ~16k shingles so
+(the width datasketch uses). The work is laid out as a (perms x shingles) block of ~8k shingles so
 it stays in cache, and reduced per document with `np.minimum.reduceat`: no Python loop per document.
 
 Banding: the signature is cut into `bands` bands of `rows` values; each band is hashed to one 64-bit
@@ -20,7 +20,7 @@ import numpy as np
 from .hashing import splitmix64
 from .shingles import Shingles
 
-_BLOCK_SHINGLES = 1 << 14
+_BLOCK_SHINGLES = 1 << 13
 _KEY_MULT = np.uint64(0xA24BAED4963EE407)
 
 

@@ -76,7 +76,10 @@ def lower(texts: pa.Array, nfkc_rows: np.ndarray | None = None) -> pa.Array:
 
 def byte_classes(b: np.ndarray) -> np.ndarray:
     """Class of the code point each byte belongs to (continuation bytes share their lead's class)."""
-    cls = _ASCII_SEP[b].astype(np.uint8)  # SEP == 1, WORD == 0
+    # ASCII separators are exactly 0x00-0x2F, 0x3A-0x40, 0x5B-0x60, 0x7B-0x7F (controls, space,
+    # punctuation, symbols); range tests beat a table lookup by ~3x. Bytes >= 0x80 start as WORD.
+    ascii_sep = (b <= 0x2F) | ((b >= 0x3A) & (b <= 0x40)) | ((b >= 0x5B) & (b <= 0x60)) | ((b >= 0x7B) & (b <= 0x7F))
+    cls = ascii_sep.view(np.uint8).copy()  # SEP == 1, WORD == 0
     multi = np.flatnonzero(b >= 0xC0)
     if len(multi):
         last = len(b) - 1
@@ -93,10 +96,6 @@ def byte_classes(b: np.ndarray) -> np.ndarray:
             more = n > k
             cls[multi[more] + k] = lead_cls[more]
     return cls
-
-
-_ASCII_SEP = np.zeros(256, bool)
-_ASCII_SEP[[i for i in range(128) if unicodedata.category(chr(i))[0] in "PSZ" or unicodedata.category(chr(i)) == "Cc"]] = True
 
 
 @dataclass
