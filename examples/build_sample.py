@@ -6,8 +6,9 @@ Deterministic: the same shared data gives the same files. Run from the repositor
 
 It takes a fixed selection of openly licensed pages, PDFs, Python files and SWE-bench issue texts
 (licenses in examples/sample/NOTICE), and packs some pages into a WARC (with request, metadata and
-response records, plus a re-crawl of one URL with tracking parameters) so the WARC reader, URL dedup
-and exact dedup all have real work to do.
+response records, a re-crawl of one URL with tracking parameters, and mirrors of three articles on
+another host with a paragraph missing) so the WARC reader, URL, exact and near-duplicate dedup all
+have real work to do.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import argparse
 import gzip
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -78,6 +80,18 @@ def write_warc(pages, out: Path) -> None:
             resp = writer.create_warc_record(url, "response", payload=io.BytesIO(body), http_headers=headers,
                                              warc_headers_dict={"WARC-Date": EPOCH})
             writer.write_record(resp)
+        # Mirrors: the same article on another host with one paragraph gone, as syndicated copies are.
+        # Different URL and different bytes, so only near-duplicate detection can catch them.
+        for path, url, _ in chosen[5:8]:
+            page = gzip.decompress(path.read_bytes())
+            paragraphs = list(re.finditer(rb"<p[ >].*?</p>", page, flags=re.S))
+            cut = paragraphs[len(paragraphs) // 2]  # a paragraph from the article body, not the header
+            body = page[: cut.start()] + page[cut.end():]
+            mirror = "https://mirror.example.org/" + url.split("://", 1)[-1]
+            headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8"),
+                                                  ("Content-Length", str(len(body)))], protocol="HTTP/1.1")
+            writer.write_record(writer.create_warc_record(mirror, "response", payload=io.BytesIO(body), http_headers=headers,
+                                                          warc_headers_dict={"WARC-Date": EPOCH}))
         meta = writer.create_warc_record(chosen[1][1], "metadata", payload=io.BytesIO(b"fetchTimeMs: 120\n"),
                                          warc_content_type="application/warc-fields", warc_headers_dict={"WARC-Date": EPOCH})
         writer.write_record(meta)
