@@ -10,6 +10,11 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# Benchmarks with several modes: the runs `make bench` does (others run with no arguments).
+MODES = {
+    "dedup.py": [["quality"], ["speed", "--docs", "100000"], ["memory", "--docs", "1000000", "--shards", "20"],
+                 ["spark", "--docs", "1000000", "--shards", "20", "--spark-memory", "1g"]],
+}
 
 
 def main() -> int:
@@ -17,9 +22,10 @@ def main() -> int:
     for script in sorted(HERE.glob("*.py")):
         if script.name == "run.py" or script.name.startswith("_"):
             continue
-        print(f"== {script.name}", flush=True)
-        rc = subprocess.call([sys.executable, str(script)] + sys.argv[1:])
-        failures += rc != 0
+        for args in MODES.get(script.name, [[]]):
+            print(f"== {script.name} {' '.join(args)}", flush=True)
+            rc = subprocess.call([sys.executable, str(script), *args])
+            failures += rc != 0
     print(f"results: {HERE / 'results'}")
     return 1 if failures else 0
 

@@ -98,6 +98,8 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
         stage.ensure_setup()
         shard_count = getattr(stage, f"run_{plan}")(ctx)
         manifest["plan"] = plan
+        if ctx.extra:  # plan statistics (candidate pairs, groups, spilled bytes, ...)
+            manifest["stats"] = ctx.extra
     else:
         shard_count = max(len(tasks), 1)
         if not tasks:  # an empty input still yields a dataset with a schema
