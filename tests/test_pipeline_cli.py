@@ -103,3 +103,24 @@ def test_stage_subcommand_inspect_and_report(tmp_path):
 def test_validate_the_demo_recipe():
     result = assay("validate", str(DEMO_RECIPE))
     assert result.returncode == 0 and "ok" in result.stdout
+
+
+def test_from_and_until_select_the_right_stages(tmp_path):
+    from assay.pipeline.recipe import load_recipe
+    from assay.pipeline.runner import StageFailed, run_recipe
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": f"text number {i} " * 3}) + "\n" for i in range(20)))
+    recipe_path = tmp_path / "r.yaml"
+    recipe_path.write_text(GOOD + "  - {id: norm, uses: normalize.unicode, inputs: [len]}\n"
+                                  "  - {id: side, uses: filter.length, inputs: [raw]}\n")
+    recipe = load_recipe(recipe_path)
+    quiet = dict(log=lambda *_: None, options={"workers": 1})
+    with pytest.raises(StageFailed, match="has not run yet"):
+        run_recipe(recipe, workdir=tmp_path / "w", start="norm", **quiet)
+    ran = [r.stage_id for r in run_recipe(recipe, workdir=tmp_path / "w", until="len", **quiet)]
+    assert ran == ["raw", "len"]  # `side` and `norm` are not needed for `len`
+    ran = {r.stage_id: r.skipped for r in run_recipe(recipe, workdir=tmp_path / "w", start="len", **quiet)}
+    assert ran == {"len": False, "norm": False}  # --from forces the stage and its descendants
+    with pytest.raises(StageFailed, match="no such stage"):
+        run_recipe(recipe, workdir=tmp_path / "w", until="nope", **quiet)
