@@ -1,10 +1,14 @@
 """MinHash signatures and LSH band keys for whole batches, vectorised with NumPy.
 
-Shingles are hashed to 64 bits (see shingles.py). Each of the `num_perm` permutations is the
-bijection v = a*x + b mod 2^32 (a odd) applied to the 32-bit fold x = lo ^ hi of the shingle hash;
-a document's signature is the minimum of v over its shingles, one 32-bit value per permutation
-(the width datasketch uses). The work is laid out as a (perms x shingles) block of ~8k shingles so
-it stays in cache, and reduced per document with `np.minimum.reduceat`: no Python loop per document.
+Signatures use one-permutation hashing (OPH, Li, Owen & Zhang 2012) with optimal densification
+(Shrivastava 2017) instead of `num_perm` separate permutations, so the cost is O(shingles), not
+O(shingles x num_perm). Each 64-bit shingle hash x goes through y = a*x + b mod 2^64 (a odd, from
+`seed`): the low 32 bits of y pick one of `num_perm` bins, the high 32 bits are its value, and a
+document's signature is the minimum value per bin (`np.minimum.at` over (document, bin) slots).
+A bin no shingle fell into copies the value of the first non-empty bin along that bin's own fixed
+random probe order (the same for every document), which keeps P(bin i agrees) = Jaccard for
+documents with fewer shingles than bins. OPH samples without replacement, so its Jaccard estimate
+is at least as accurate as `num_perm` independent permutations; tests check it against datasketch.
 
 Banding: the signature is cut into `bands` bands of `rows` values; each band is hashed to one 64-bit
 key. Two documents are candidates when any band key matches. For Jaccard s the probability of that is
@@ -14,14 +18,56 @@ the S-curve whose midpoint is about (1/bands)^(1/rows). `threshold_table` prints
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from .hashing import splitmix64
 from .shingles import Shingles
 
-_BLOCK_SHINGLES = 1 << 13
 _KEY_MULT = np.uint64(0xA24BAED4963EE407)
+_EMPTY = np.uint32(0xFFFFFFFF)  # an empty bin (a real minimum equal to it, p = 2^-32, is refilled alike)
+_LOW32, _S32 = np.uint64(0xFFFFFFFF), np.uint64(32)
+_PROBE_BLOCK = 1 << 16  # empty (doc, bin) slots resolved per pass of the full probe: bounds the temporaries
+
+
+@lru_cache(maxsize=16)
+def _oph_params(k: int, seed: int) -> tuple[np.uint64, np.uint64, np.ndarray]:
+    """(a, b, probe order int64[k, k]) from the seed alone, via a counter-based generator: identical
+    on every machine and engine."""
+    rng = np.random.Generator(np.random.Philox(seed))
+    a = np.uint64(int(rng.integers(0, 1 << 63, dtype=np.uint64)) * 2 + 1)
+    b = np.uint64(int(rng.integers(0, 1 << 63, dtype=np.uint64)) * 2 + int(rng.integers(0, 2)))
+    probe = np.argsort(rng.random((k, k)), axis=1, kind="stable")
+    return a, b, probe
+
+
+def _densify(sig: np.ndarray, probe: np.ndarray) -> None:
+    """Fill each empty bin of each document that has some non-empty bin, in place (see module doc)."""
+    k = sig.shape[1]
+    flat = sig.reshape(-1)
+    empty = flat == _EMPTY
+    slot = np.flatnonzero(empty)
+    if len(slot) == 0:
+        return
+    doc, col = np.divmod(slot, k)
+    some = np.bincount(doc, minlength=sig.shape[0]) < k  # documents with shingles
+    keep = some[doc]
+    slot, doc, col = slot[keep], doc[keep], col[keep]
+    base = doc * k
+    src = np.empty(len(slot), np.int64)
+    todo = np.arange(len(slot))
+    for t in range(4):  # most empty bins resolve within a few probes: cheap gathers first
+        j = base[todo] + probe[col[todo], t]
+        hit = ~empty[j]
+        src[todo[hit]] = j[hit]
+        todo = todo[~hit]
+    for lo in range(0, len(todo), _PROBE_BLOCK):  # the rest: the whole probe order at once
+        part = todo[lo : lo + _PROBE_BLOCK]
+        order = base[part, None] + probe[col[part]]
+        first = np.argmax(~empty[order], axis=1)
+        src[part] = order[np.arange(len(part)), first]
+    flat[slot] = flat[src]  # sources are non-empty bins, untouched by this assignment
 
 
 def s_curve(s: float | np.ndarray, bands: int, rows: int):
@@ -50,40 +96,21 @@ class MinHasher:
         if self.bands * self.rows > self.num_perm:
             raise ValueError(f"bands x rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
 
-    def _perms(self) -> tuple[np.ndarray, np.ndarray]:
-        # Derived from the seed alone with a counter-based generator: identical on every machine.
-        rng = np.random.Generator(np.random.Philox(self.seed))
-        a = rng.integers(1, 1 << 32, self.num_perm, dtype=np.uint64).astype(np.uint32) | np.uint32(1)
-        b = rng.integers(0, 1 << 32, self.num_perm, dtype=np.uint64).astype(np.uint32)
-        return a[:, None], b[:, None]
-
     def signatures(self, sh: Shingles) -> np.ndarray:
         """uint32[n_docs, num_perm]; a document without shingles gets all-max values (callers skip it)."""
-        a, b = self._perms()
+        k = self.num_perm
+        a, b, probe = _oph_params(k, self.seed)
         n = len(sh.offsets) - 1
-        out = np.full((n, self.num_perm), np.iinfo(np.uint32).max, np.uint32)
-        has = np.flatnonzero(np.diff(sh.offsets) > 0)
-        if len(has) == 0:
-            return out
-        x = sh.hashes
-        folded = ((x >> np.uint64(32)) ^ (x & np.uint64(0xFFFFFFFF))).astype(np.uint32)
-        doc_starts = sh.offsets[has]
-        total = int(sh.offsets[-1])
-        i = 0
-        buf = np.empty((self.num_perm, _BLOCK_SHINGLES), np.uint32)
-        while i < len(has):
-            # A block of whole documents holding about _BLOCK_SHINGLES shingles (at least one doc).
-            s0 = int(doc_starts[i])
-            j = int(np.searchsorted(doc_starts, s0 + _BLOCK_SHINGLES, side="right"))
-            j = max(j, i + 1)
-            s1 = int(doc_starts[j]) if j < len(has) else total
-            width = s1 - s0
-            block = buf[:, :width] if width <= buf.shape[1] else np.empty((self.num_perm, width), np.uint32)
-            np.multiply(a, folded[None, s0:s1], out=block)
-            np.add(block, b, out=block)
-            out[has[i:j]] = np.minimum.reduceat(block, doc_starts[i:j] - s0, axis=1).T
-            i = j
-        return out
+        sig = np.full(n * k, _EMPTY, np.uint32)
+        y = sh.hashes * a
+        y += b
+        slot = np.repeat(np.arange(0, n * k, k, dtype=np.uint64), np.diff(sh.offsets))
+        # bin = floor(low32(y) * k / 2^32): multiply-shift, uniform over the k bins
+        slot += ((y & _LOW32) * np.uint64(k)) >> _S32
+        np.minimum.at(sig, slot, (y >> _S32).astype(np.uint32))
+        sig = sig.reshape(n, k)
+        _densify(sig, probe)
+        return sig
 
     def band_keys(self, sig: np.ndarray) -> np.ndarray:
         """uint64[n_docs, bands]: one hash per band of `rows` signature values (band index mixed in)."""

@@ -17,6 +17,7 @@ from assay.pipeline.stage import register
 from .base import DedupParams, DedupStage
 from .minhash import MinHasher
 from .shingles import jaccard, shingle_sets, shingle_texts
+from .tokens import text_chunks
 
 
 class MinHashParams(DedupParams):
@@ -70,10 +71,13 @@ class MinHashDedup(DedupStage):
         return self.params.bands
 
     def batch_keys(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-        sh = shingle_texts(table.column("text").combine_chunks(), self.params.ngram)
         hasher = self.hasher
-        keys = hasher.band_keys(hasher.signatures(sh))
-        return keys, sh.counts() > 0
+        keys, valid = [np.empty((0, self.n_bands), np.uint64)], [np.empty(0, bool)]
+        for part in text_chunks(table.column("text")):
+            sh = shingle_texts(part, self.params.ngram)
+            keys.append(hasher.band_keys(hasher.signatures(sh)))
+            valid.append(sh.counts() > 0)
+        return np.concatenate(keys), np.concatenate(valid)
 
     @property
     def verifies(self) -> bool:

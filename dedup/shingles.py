@@ -34,19 +34,32 @@ def shingle(tokens: Tokens, n: int) -> Shingles:
     counts = np.diff(off)
     per_doc = np.where(counts >= n, counts - n + 1, np.minimum(counts, 1))
     out_off = np.concatenate([[0], np.cumsum(per_doc)]).astype(np.int64)
-    doc = np.repeat(np.arange(len(counts)), per_doc)
-    start = off[:-1][doc] + (np.arange(out_off[-1], dtype=np.int64) - out_off[:-1][doc])
-    width = np.minimum(counts[doc], n)
-    short = bool((counts[counts > 0] < n).any())
+    total = len(h)
+    # Full windows: Horner's rule over n shifted views of the whole token array (contiguous passes,
+    # no gathers), then drop the windows that would run past their document's last token.
+    width = max(total - n + 1, 0)
+    acc = h[:width].copy()
+    for k in range(1, n):
+        acc *= _SHINGLE_MULT
+        acc += h[k : k + width]
+    ok = np.ones(width, bool)
+    ends = off[1:]
+    for k in range(1, n):  # the last n-1 starts of each document (all of a short document's)
+        pos = ends[ends - k >= off[:-1]] - k
+        ok[pos[pos < width]] = False
+    full = splitmix64(acc[ok] ^ np.uint64(n))
+    short = np.flatnonzero((counts > 0) & (counts < n))
+    if len(short) == 0:
+        return Shingles(full, out_off)
+    # A short document's one shingle: Horner over its tokens, zeros for the missing ones.
     padded = np.concatenate([h, np.zeros(n, np.uint64)])
-    acc = np.zeros(len(start), np.uint64)
+    start, w = off[short], counts[short]
+    acc = np.zeros(len(short), np.uint64)
     for k in range(n):
-        # Horner's rule over the window; a short document's window stops at its last token.
-        term = padded[start + k]
-        if short:
-            term = np.where(k < width, term, np.uint64(0))
-        acc = acc * _SHINGLE_MULT + term
-    return Shingles(splitmix64(acc ^ width.astype(np.uint64)), out_off)
+        acc = acc * _SHINGLE_MULT + np.where(k < w, padded[start + k], np.uint64(0))
+    short_hash = splitmix64(acc ^ w.astype(np.uint64))
+    # Full windows before each short document = its output offset minus the short ones before it.
+    return Shingles(np.insert(full, out_off[short] - np.arange(len(short)), short_hash), out_off)
 
 
 def shingle_texts(texts: pa.Array, n: int) -> Shingles:
