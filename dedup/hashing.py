@@ -26,11 +26,18 @@ _pow_cache: dict[str, np.ndarray] = {"p": np.ones(1, np.uint64), "q": np.ones(1,
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
-    """The splitmix64 finaliser: a bijection on uint64 that spreads every input bit over the output."""
+    """The splitmix64 finaliser: a bijection on uint64 that spreads every input bit over the output.
+    In place on one fresh array plus one scratch array: this runs on every token and shingle."""
     z = x + _GOLD
-    z = (z ^ (z >> _S30)) * _M1
-    z = (z ^ (z >> _S27)) * _M2
-    return z ^ (z >> _S31)
+    t = z >> _S30
+    z ^= t
+    z *= _M1
+    np.right_shift(z, _S27, out=t)
+    z ^= t
+    z *= _M2
+    np.right_shift(z, _S31, out=t)
+    z ^= t
+    return z
 
 
 def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,19 +78,18 @@ def hash_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nda
     if data.dtype != np.uint8 or len(starts) == 0:
         return _poly_spans(data, starts, ends)
     lengths = ends - starts
-    out = np.empty(len(starts), np.uint64)
-    short = lengths <= 16
-    if short.all():
-        out[:] = _short_spans(data, starts, lengths)
-    else:
-        out[short] = _short_spans(data, starts[short], lengths[short])
+    # Every span through the short path (cheaper than splitting the arrays), then the long ones
+    # (a few %) are overwritten.
+    out = _short_spans(data, starts, lengths)
+    long = np.flatnonzero(lengths > 16)
+    if len(long):
         # Gather the long spans into one compact buffer first: the prefix sum then only runs over
         # their bytes, not over everything between them.
-        long_starts, long_len = starts[~short], lengths[~short]
+        long_starts, long_len = starts[long], lengths[long]
         bounds = np.concatenate([[0], np.cumsum(long_len)])
         shift = np.repeat(long_starts - bounds[:-1], long_len)
         compact = data[shift + np.arange(bounds[-1], dtype=np.int64)]
-        out[~short] = _poly_spans(compact, bounds[:-1], bounds[1:])
+        out[long] = _poly_spans(compact, bounds[:-1], bounds[1:])
     return out
 
 
@@ -95,8 +101,10 @@ def _short_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
     padded = np.concatenate([data, np.zeros(16, np.uint8)])
     # A uint64 view at every byte offset (unaligned reads are fine on the CPUs NumPy runs on).
     words = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
-    first = words[starts] & _MASKS[np.minimum(lengths, 8)]
-    out = splitmix64(first ^ (lengths.astype(np.uint64) * _LEN_MULT))
+    first = words[starts]
+    first &= _MASKS[np.minimum(lengths, 8)]
+    first ^= lengths.astype(np.uint64) * _LEN_MULT
+    out = splitmix64(first)
     long = np.flatnonzero(lengths > 8)
     if len(long):
         second = words[starts[long] + 8] & _MASKS[np.minimum(lengths[long] - 8, 8)]

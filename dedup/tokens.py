@@ -108,9 +108,10 @@ def _inside(b: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray,
         solo = np.flatnonzero(cls == SOLO)
         if len(solo):
             splits += [multi[solo], multi[solo] + n[solo]]
-    s = np.unique(np.concatenate(splits))
+    s = np.sort(np.concatenate(splits))  # a few thousand at most: sort beats np.unique's hashing
     s = s[(s > 0) & (s < len(b))]
     s = s[inside[s - 1] & inside[s]]
+    s = s[np.concatenate([s[:1] >= 0, s[1:] != s[:-1]])]
     return inside, s, compat
 
 
@@ -130,7 +131,8 @@ def _spans(low: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     b = data[lo:hi]
     offsets = offsets - lo
     inside, splits, compat = _inside(b, offsets)
-    compat_rows = np.unique(np.searchsorted(offsets, compat, side="right") - 1)
+    compat_rows = np.searchsorted(offsets, compat, side="right") - 1  # ascending
+    compat_rows = compat_rows[np.concatenate([compat_rows[:1] >= 0, compat_rows[1:] != compat_rows[:-1]])]
     # Tokens are the runs of inside bytes: padded with outside bytes on both sides, the changes of
     # `inside` alternate start, end, start, ... so one flatnonzero gives both.
     edge = np.zeros(len(b) + 1, bool)
@@ -145,13 +147,6 @@ def _spans(low: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     return b, starts, ends, np.searchsorted(starts, offsets).astype(np.int64), compat_rows
 
 
-def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenated aranges starts[i] .. starts[i] + lengths[i]."""
-    total = int(lengths.sum())
-    shift = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    return shift + np.arange(total, dtype=np.int64)
-
-
 def tokenize(texts: pa.Array) -> Tokens:
     """Token hashes per document. NFKC runs only on the rows that hold a code point it would change
     (found from the class table), and their tokens are spliced in: the same tokens as NFKC on
@@ -164,15 +159,15 @@ def tokenize(texts: pa.Array) -> Tokens:
     data, starts, ends, sub_off, _ = _spans(lower(sub_texts, np.arange(len(rows))))
     sub = Tokens(hash_spans(data, starts, ends), sub_off)
     counts = np.diff(tok.offsets)
-    old = np.ones(len(counts), bool)
-    old[rows] = False
     counts[rows] = np.diff(sub.offsets)
     new_off = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    out = np.empty(int(new_off[-1]), np.uint64)
-    keep = np.flatnonzero(old)
-    out[_segments(new_off[keep], counts[keep])] = tok.hashes[_segments(tok.offsets[keep], counts[keep])]
-    out[_segments(new_off[rows], counts[rows])] = sub.hashes
-    return Tokens(out, new_off)
+    # Splice as whole slices: the untouched rows between two NFKC rows are one contiguous piece.
+    pieces, prev = [], 0
+    for i, r in enumerate(rows.tolist()):
+        pieces += [tok.hashes[tok.offsets[prev] : tok.offsets[r]], sub.hashes[sub.offsets[i] : sub.offsets[i + 1]]]
+        prev = r + 1
+    pieces.append(tok.hashes[tok.offsets[prev] :])
+    return Tokens(np.concatenate(pieces), new_off)
 
 
 def text_chunks(texts: pa.Array | pa.ChunkedArray, target_bytes: int | None = None):
