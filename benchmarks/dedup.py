@@ -61,10 +61,10 @@ def build_corpus(n_docs: int, min_words: int, max_words: int, dup_rate: float = 
 
 
 def write_corpus(texts: list[str], path: Path, shards: int) -> None:
-    from assay.dedup.evaluate import write_dataset
+    from assay.pipeline.dataset import write_table
     from assay.pipeline.schema import make_docs
 
-    write_dataset(make_docs({"text": t, "source": f"src{i % 4}"} for i, t in enumerate(texts)), path, shards)
+    write_table(make_docs({"text": t, "source": f"src{i % 4}"} for i, t in enumerate(texts)), path, shards)
 
 
 # ---- the three implementations ------------------------------------------------------------------

@@ -107,3 +107,15 @@ class DedupStage(GlobalStage):
         from .spark_plan import run_spark
 
         return run_spark(self, ctx)
+
+
+class KeyDedup(DedupStage):
+    """The one-band case (URL, exact): the band key is one 64-bit hash per document."""
+
+    def document_keys(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """(uint64[n] key, valid bool[n]) for one batch of documents."""
+        raise NotImplementedError
+
+    def batch_keys(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        keys, valid = self.document_keys(table)
+        return keys[:, None], valid

@@ -140,22 +140,3 @@ def real_texts(data_dir) -> list[tuple[str, str]]:
         rec = json.loads(line)
         out.append(("gsm8k", rec["question"] + "\n\n" + rec["answer"]))
     return [(s, t) for s, t in out if t and t.strip()]
-
-
-def write_dataset(table: pa.Table, path, shards: int = 1, stage_id: str = "input") -> None:
-    """Write a document table as a complete dataset of `shards` roughly equal shards (test inputs)."""
-    from pathlib import Path
-
-    from assay.pipeline.dataset import ShardWriter, finalize, prepare_output
-    from assay.pipeline.schema import text_bytes
-
-    root = Path(path)
-    prepare_output(root, f"{stage_id}-{table.num_rows}-{shards}")
-    bounds = np.linspace(0, table.num_rows, shards + 1).astype(int)
-    for i in range(shards):
-        part = table.slice(bounds[i], bounds[i + 1] - bounds[i])
-        writer = ShardWriter(root, i, table.schema, stage_id)
-        writer.add_input(part.num_rows, text_bytes(part))
-        writer.write(part)
-        writer.commit()
-    finalize(root, {"stage": stage_id, "fingerprint": f"{stage_id}-{table.num_rows}-{shards}"}, shards)

@@ -13,21 +13,15 @@ import pyarrow as pa
 
 from assay.pipeline.stage import register
 
-from .base import DedupParams, DedupStage
+from .base import KeyDedup
 from .tokens import text_keys
 
 
-class ExactDedupParams(DedupParams):
-    pass
-
-
 @register("dedup.exact")
-class ExactDedup(DedupStage):
+class ExactDedup(KeyDedup):
     """Exact dedup on a hash of the normalised text. Example: `assay dedup exact docs/ out/`."""
 
-    Params = ExactDedupParams
     reason: ClassVar[str] = "exact-duplicate"
 
-    def batch_keys(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-        keys, valid = text_keys(table.column("text"))
-        return keys[:, None], valid
+    def document_keys(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        return text_keys(table.column("text"))

@@ -12,26 +12,20 @@ import pyarrow as pa
 
 from assay.pipeline.stage import register
 
-from .base import DedupParams, DedupStage
+from .base import KeyDedup
 from .hashing import hash_strings
 
 
-class UrlDedupParams(DedupParams):
-    pass
-
-
 @register("dedup.url")
-class UrlDedup(DedupStage):
+class UrlDedup(KeyDedup):
     """URL dedup on normalised URLs. Example: `assay dedup url docs/ out/ --keep longest`."""
 
-    Params = UrlDedupParams
     reason: ClassVar[str] = "url-duplicate"
     key_columns: ClassVar[tuple[str, ...]] = ("url",)
 
-    def batch_keys(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    def document_keys(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         from assay.extractors.urls import normalize_urls
 
         urls = table.column("url").to_pylist() if "url" in table.column_names else [None] * table.num_rows
         norm = pa.array([u or None for u in normalize_urls(urls)], pa.string())
-        valid = np.asarray(norm.is_valid())
-        return hash_strings(norm.fill_null(""))[:, None], valid
+        return hash_strings(norm.fill_null("")), np.asarray(norm.is_valid())

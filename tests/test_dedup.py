@@ -10,7 +10,7 @@ import pytest
 
 from assay.dedup import hashing
 from assay.dedup.components import UnionFind, choose_keepers, star_edges
-from assay.dedup.evaluate import distinct_texts, plant, real_texts, score, write_dataset
+from assay.dedup.evaluate import distinct_texts, plant, real_texts, score
 from assay.dedup.exact import ExactDedup
 from assay.dedup.minhash import MinHasher, s_curve
 from assay.dedup.near import MinHashDedup
@@ -18,7 +18,7 @@ from assay.dedup.remove import RemoveDuplicates
 from assay.dedup.shingles import jaccard, shingle_sets, shingle_texts
 from assay.dedup.tokens import tokenize
 from assay.dedup.url import UrlDedup
-from assay.pipeline.dataset import Dataset
+from assay.pipeline.dataset import Dataset, write_table
 from assay.pipeline.runner import run_stage
 from assay.pipeline.schema import make_docs
 
@@ -35,7 +35,7 @@ def real() -> list[str]:
 def run(stage, table: pa.Table, tmp_path: Path, shards: int = 2, name: str = "out", engine: str = "local"):
     src = tmp_path / "in"
     if not (src / "_manifest.json").exists():
-        write_dataset(table, src, shards)
+        write_table(table, src, shards)
     result = run_stage(stage, [src], tmp_path / name, engine=engine, force=True)
     return result, Dataset(tmp_path / name)
 
@@ -288,5 +288,5 @@ def test_report_section_shows_groups_and_removal_per_source(tmp_path):
 
 
 def _input(table: pa.Table, tmp_path: Path) -> Path:
-    write_dataset(table, tmp_path / "in", 1)
+    write_table(table, tmp_path / "in", 1)
     return tmp_path / "in"

@@ -6,24 +6,16 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from assay.dedup.evaluate import real_texts, write_dataset
+from assay.dedup.evaluate import real_texts
 from assay.dedup.exact import ExactDedup
 from assay.dedup.near import MinHashDedup
 from assay.dedup.url import UrlDedup
+from assay.pipeline.dataset import write_table
 from assay.pipeline.runner import run_stage
 from assay.pipeline.schema import make_docs
 
 pytestmark = pytest.mark.spark
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-SPARK = {"spark_master": "local[2]", "spark_conf": {"spark.sql.shuffle.partitions": "4"}}
-
-
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark")
-    from assay.pipeline.engines.spark import get_spark
-
-    return get_spark(SPARK["spark_master"], SPARK["spark_conf"])
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +28,7 @@ def corpus(tmp_path_factory) -> Path:
     rows += [{"text": texts[i], "source": "copy", "url": f"https://example.com/c{i}"} for i in range(0, 300, 7)]
     rows += [{"text": texts[i].replace(" the ", " a ", 2), "source": "edit", "url": None} for i in range(1, 300, 5)]
     root = tmp_path_factory.mktemp("dedup-spark") / "in"
-    write_dataset(make_docs(rows), root, shards=3)
+    write_table(make_docs(rows), root, shards=3)
     return root
 
 
@@ -55,9 +47,9 @@ def assert_same_shards(a: Path, b: Path, shards: int = 3) -> None:
     ],
     ids=["minhash-verified", "exact-remove", "url"],
 )
-def test_local_and_spark_plans_agree(spark, corpus, tmp_path, stage):
+def test_local_and_spark_plans_agree(spark_engine, corpus, tmp_path, stage):
     loc = run_stage(stage, [corpus], tmp_path / "local", engine="local")
-    spk = run_stage(stage, [corpus], tmp_path / "spark", engine="spark", options=SPARK)
+    spk = run_stage(stage, [corpus], tmp_path / "spark", engine=spark_engine)
     assert spk.manifest["plan"] == "spark"
     assert loc.manifest["counts"] == spk.manifest["counts"]
     assert_same_shards(tmp_path / "local", tmp_path / "spark")
