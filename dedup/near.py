@@ -22,7 +22,7 @@ from .tokens import text_chunks
 
 class MinHashParams(DedupParams):
     ngram: int = Field(5, ge=1, description="Shingle size in tokens (words; characters for CJK/Thai/...).")
-    num_perm: int = Field(112, ge=1, description="MinHash permutations (signature length).")
+    num_perm: int = Field(112, ge=1, description="Signature length: one-permutation-hashing bins (permutations in classic MinHash).")
     bands: int = Field(14, ge=1, description="LSH bands; bands x rows must not exceed num_perm.")
     rows: int = Field(
         8, ge=1,
@@ -59,7 +59,7 @@ class MinHashDedup(DedupStage):
 
     Params = MinHashParams
     reason: ClassVar[str] = "near-duplicate"
-    version = "1"
+    version = "2"  # 2: one-permutation hashing signatures
 
     @property
     def hasher(self) -> MinHasher:

@@ -114,6 +114,28 @@ def test_minhash_estimates_jaccard_like_datasketch(real):
     assert err_ours.mean() < 1.5 * err_ds.mean() + 0.01  # as good as the reference implementation
 
 
+def test_densified_signatures_of_short_documents():
+    """Documents with fewer shingles than bins: no bin stays empty, and the densified estimate of
+    Jaccard stays unbiased (the densification copies bins consistently across documents)."""
+    rng = np.random.default_rng(5)
+    hasher = MinHasher()
+    texts_a, texts_b = [], []
+    for _ in range(300):
+        words = [f"w{x}" for x in rng.integers(0, 10**6, int(rng.integers(8, 70)))]
+        cut = int(rng.integers(0, len(words) // 2))
+        texts_a.append(" ".join(words))
+        texts_b.append(" ".join(words[cut:] + [f"v{x}" for x in rng.integers(0, 10**6, cut // 2)]))
+    sig_a = hasher.signatures(shingle_texts(pa.array(texts_a), 5))
+    sig_b = hasher.signatures(shingle_texts(pa.array(texts_b), 5))
+    assert (sig_a != np.iinfo(np.uint32).max).all() and (sig_b != np.iinfo(np.uint32).max).all()
+    exact = np.array([jaccard(a, b) for a, b in zip(shingle_sets(pa.array(texts_a), 5), shingle_sets(pa.array(texts_b), 5))])
+    est = (sig_a == sig_b).mean(axis=1)
+    assert exact.std() > 0.1
+    assert abs((est - exact).mean()) < 0.015 and np.abs(est - exact).mean() < 0.06
+    one = hasher.signatures(shingle_texts(pa.array(["one", "", "a b c d e"]), 5))
+    assert len(set(one[0].tolist())) == 1 and (one[1] == np.iinfo(np.uint32).max).all()
+
+
 def test_signatures_do_not_depend_on_batching(real):
     texts = pa.array(real[:300])
     hasher = MinHasher()
