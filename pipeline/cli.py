@@ -2,7 +2,6 @@
 sub-command per registered stage (`filter.length` becomes `assay filter length IN... OUT`)."""
 from __future__ import annotations
 
-import json
 import sys
 import types
 import typing
@@ -14,9 +13,6 @@ import typer
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Assay: curate LLM pretraining data and measure what the curation is worth.")
-
-USER_ERRORS: tuple[type[BaseException], ...] = ()
-
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from .recipe import RecipeError

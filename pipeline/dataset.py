@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .schema import REJECT_DETAIL, REJECT_REASON, REJECT_STAGE, text_bytes
+from .schema import REJECT_DETAIL, REJECT_REASON, REJECT_STAGE, conform, text_bytes
 
 MANIFEST = "_manifest.json"
 RUN_FILE = "_run.json"
@@ -195,8 +195,6 @@ class ShardWriter:
             if pc.any(rejected_mask).as_py():
                 self._write_rejects(table.filter(rejected_mask))
                 table = table.filter(pc.invert(rejected_mask))
-        from .schema import conform
-
         kept = conform(table, self.schema)
         if kept.num_rows:
             self.counts.rows_out += kept.num_rows
@@ -204,8 +202,6 @@ class ShardWriter:
             self._writer_out().write_table(kept, row_group_size=ROW_GROUP_ROWS)
 
     def _write_rejects(self, rejects: pa.Table) -> None:
-        from .schema import conform
-
         if REJECT_DETAIL not in rejects.column_names:
             rejects = rejects.append_column(REJECT_DETAIL, pa.nulls(rejects.num_rows, pa.string()))
         rejects = rejects.append_column(REJECT_STAGE, pa.array([self.stage_id] * rejects.num_rows, pa.string()))
@@ -309,8 +305,6 @@ def write_table(table: pa.Table, root: str | os.PathLike, shards: int = 1, stage
     For building inputs in tests, benchmarks and notebooks; the fingerprint is the content's hash,
     so an equal table gives an equal, skippable input downstream."""
     import hashlib
-
-    from .schema import text_bytes
 
     root = Path(root)
     digest = hashlib.sha256()

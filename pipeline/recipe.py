@@ -153,7 +153,6 @@ def parse_recipe(data: Any, path: Path | str = "<recipe>") -> Recipe:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        parent = Recipe
         known = list(Recipe.model_fields)
         if len(err["loc"]) >= 3 and err["loc"][0] == "stages":
             known = list(StageSpec.model_fields)
@@ -161,11 +160,11 @@ def parse_recipe(data: Any, path: Path | str = "<recipe>") -> Recipe:
             known = list(EngineOptions.model_fields)
         raise RecipeError(f"{path}: {_friendly(err, data, known)}") from None
     recipe._base_dir = path.resolve().parent if path.exists() else Path.cwd()
-    _check_graph(recipe, data, path)
+    _check_graph(recipe, path)
     return recipe
 
 
-def _check_graph(recipe: Recipe, data: dict, path: Path) -> None:
+def _check_graph(recipe: Recipe, path: Path) -> None:
     specs = recipe.all_specs()
     ids = [s.id for s in specs]
     seen: set[str] = set()

@@ -13,12 +13,11 @@ import shutil
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from graphlib import TopologicalSorter
 from pathlib import Path
 from typing import Any, Sequence
 
 from . import __version__
-from .dataset import Dataset, ShardWriter, done_shards, finalize, prepare_output
+from .dataset import Dataset, ShardWriter, atomic_write_text, done_shards, finalize, prepare_output
 from .engines import Engine, EngineOptions, get_engine
 from .stage import GlobalContext, GlobalStage, SourceStage, Stage, Task
 
@@ -163,8 +162,6 @@ def run_recipe(recipe, workdir: str | os.PathLike | None = None, engine: str | N
             f"{counts['rows_rejected']:>7} rejected  [{result.manifest['engine']}] {state}")
         results.append(result)
         run_log["stages"][stage_id] = {"skipped": result.skipped, "engine": result.manifest["engine"]}
-    from .dataset import atomic_write_text
-
     atomic_write_text(root / "_run.json", json.dumps(run_log, indent=2))
     return results
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from assay.pipeline.dataset import Dataset
@@ -65,7 +64,7 @@ def test_demo_on_ray_matches_local(local_demo, ray_engine, tmp_path):
 
 def test_rerun_does_no_work_and_param_change_reruns_only_downstream(local_demo, tmp_path):
     recipe, _, _ = local_demo
-    first = run_recipe(recipe, workdir=tmp_path, engine="local", options=LOCAL_OPTIONS, log=lambda *_: None)
+    run_recipe(recipe, workdir=tmp_path, engine="local", options=LOCAL_OPTIONS, log=lambda *_: None)
     again = run_recipe(recipe, workdir=tmp_path, engine="local", options=LOCAL_OPTIONS, log=lambda *_: None)
     assert all(r.skipped for r in again)
     changed = recipe.model_copy(deep=True)

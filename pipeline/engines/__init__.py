@@ -6,8 +6,6 @@ starts one SparkSession and one Ray instance.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from .base import Engine, EngineOptions, execute_task
 
 _ENGINES: dict[tuple, Engine] = {}

@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 from pydantic import Field
 
-from ..dataset import Counts, ShardWriter
+from ..dataset import ShardWriter
 from ..stage import Params, Stage, Task
 
 
