@@ -43,7 +43,7 @@ def fingerprint(stage: Stage, inputs: Sequence[Dataset]) -> str:
         "inputs": [(ds.manifest or {}).get("fingerprint") for ds in inputs],
     }
     if isinstance(stage, SourceStage):  # outside files: their identity is part of the input
-        files = stage.input_files()
+        files = stage.matched_files()
         parts["files"] = [(f, os.path.getsize(f), int(os.path.getmtime(f))) for f in files]
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 

@@ -134,8 +134,14 @@ class SourceStage(Stage):
 
         return expand_paths(self.params.paths)
 
+    def matched_files(self) -> list[str]:
+        """`input_files()`, globbed once per instance: the fingerprint and the tasks share it."""
+        if getattr(self, "_matched", None) is None:
+            self._matched = self.input_files()
+        return self._matched
+
     def tasks(self, inputs: Sequence["Dataset"] = ()) -> list[Task]:
-        files = self.input_files()
+        files = self.matched_files()
         if not files:
             raise FileNotFoundError(f"stage {self.stage_id!r}: no input files match {self.params.paths}")
         step = self.files_per_task
