@@ -46,19 +46,15 @@ def test_demo_ledger_balances_for_every_stage(local_demo):
     assert sum(r.manifest["counts"]["rows_rejected"] for r in results) > 0
 
 
-@pytest.mark.spark
-def test_demo_on_spark_matches_local(local_demo, spark_engine, tmp_path):
+@pytest.mark.parametrize("engine, options", [
+    pytest.param("spark", SPARK_OPTIONS, marks=pytest.mark.spark, id="spark"),
+    pytest.param("ray", RAY_OPTIONS, marks=pytest.mark.ray, id="ray"),
+])
+def test_demo_matches_local(local_demo, engine, options, tmp_path, request):
+    request.getfixturevalue(f"{engine}_engine")  # the session's shared SparkSession / Ray instance
     recipe, local_dir, _ = local_demo
-    results = run_recipe(recipe, workdir=tmp_path, engine="spark", options=SPARK_OPTIONS, log=lambda *_: None)
-    assert all(r.manifest["engine"].startswith("spark") for r in results if r.manifest["kind"] != "global")
-    assert _snapshot(tmp_path, recipe.order()) == _snapshot(local_dir, recipe.order())
-
-
-@pytest.mark.ray
-def test_demo_on_ray_matches_local(local_demo, ray_engine, tmp_path):
-    recipe, local_dir, _ = local_demo
-    results = run_recipe(recipe, workdir=tmp_path, engine="ray", options=RAY_OPTIONS, log=lambda *_: None)
-    assert all(r.manifest["engine"].startswith("ray") for r in results if r.manifest["kind"] != "global")
+    results = run_recipe(recipe, workdir=tmp_path, engine=engine, options=options, log=lambda *_: None)
+    assert all(r.manifest["engine"].startswith(engine) for r in results if r.manifest["kind"] != "global")
     assert _snapshot(tmp_path, recipe.order()) == _snapshot(local_dir, recipe.order())
 
 
