@@ -86,3 +86,14 @@ def test_dataset_is_readable_by_plain_pyarrow_and_pandas(tmp_path):
 
     assert len(pd.read_parquet(tmp_path / "part-00000.parquet")) == 10
     assert pq.ParquetFile(tmp_path / "part-00000.parquet").metadata.row_group(0).column(1).compression == "ZSTD"
+
+
+@pytest.mark.spark
+def test_spark_reads_a_dataset_as_is(tmp_path, spark):
+    writer = ShardWriter(tmp_path, 0, DOC_SCHEMA, "x")
+    docs = make_docs([{"text": f"doc {i}", "source": "s"} for i in range(7)])
+    writer.add_input(7, 0)
+    writer.write(docs)
+    writer.commit()
+    frame = spark.read.parquet(str(tmp_path / "part-*.parquet"))
+    assert frame.count() == 7 and set(frame.columns) == set(DOC_SCHEMA.names)
