@@ -28,14 +28,17 @@ class Shard:
     path: str
     offset: int  # node id of the shard's first row
     rows: int
+    decoded_bytes: int = 0  # uncompressed size per the Parquet footer: what holding it in memory costs
 
 
 def list_shards(inputs: Sequence) -> list[Shard]:
     shards, offset = [], 0
     for ds in inputs:
         for path in ds.shards():
-            rows = pq.ParquetFile(path).metadata.num_rows
-            shards.append(Shard(len(shards), str(path), offset, rows))
+            meta = pq.ParquetFile(path).metadata
+            rows = meta.num_rows
+            decoded = sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups))
+            shards.append(Shard(len(shards), str(path), offset, rows, decoded))
             offset += rows
     return shards
 
@@ -60,16 +63,18 @@ def write_shard(
     remove: bool,
     reason: str,
     batch_rows: int = 8192,
+    batches: Sequence[tuple[int, pa.Table]] | None = None,
 ) -> Counts:
     """Write the annotated copy of one shard, streaming batch by batch. `nodes` (ascending, inside this
     shard) are the rows in a group of 2+; their group id is `keeper_ids[i]` and `keep[i]` says whether
-    they survive. Every other row is its own group (group id = its own id) and kept."""
+    they survive. Every other row is its own group (group id = its own id) and kept. `batches`: the
+    shard's (first node, table) batches when already in memory; otherwise it is read again."""
     nodes = np.asarray(nodes, np.int64)
     keep = np.asarray(keep, bool)
     keeper_ids = list(keeper_ids)
     writer = ShardWriter(out_root, shard.index, schema, stage_id)
     try:
-        for first, table in iter_shard_batches(shard, batch_rows):
+        for first, table in batches if batches is not None else iter_shard_batches(shard, batch_rows):
             lo, hi = np.searchsorted(nodes, [first, first + table.num_rows])
             local = (nodes[lo:hi] - first).tolist()
             group = table.column("id").to_pylist()

@@ -39,8 +39,11 @@ class DedupParams(Params):
     remove: bool = Field(
         False, description="Also move non-kept rows to _rejects/ now (otherwise run dedup.remove later)."
     )
-    memory_mb: int = Field(
-        256, ge=1, description="Band keys buffered in memory before spilling to disk (local plan)."
+    memory_mb: float = Field(
+        1024, gt=0,
+        description="Local plan memory budget: an input whose decoded size fits in half of it is held "
+        "between the key pass and the output pass instead of read twice; band keys fill the rest, "
+        "then spill to disk.",
     )
     batch_rows: int = Field(8192, ge=1, description="Rows per batch read from each input shard.")
 

@@ -47,18 +47,21 @@ class UnionFind:
 
 
 def star_edges(keys: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Edges (node, first node with the same key) for every key shared by 2+ nodes.
+    """Edges (node, smallest node with the same key) for every key shared by 2+ nodes (each node
+    appears at most once in `nodes`).
 
     A bucket of k nodes gives k-1 edges, never k^2 pairs: a bucket of a million identical documents
     costs a million edges."""
     if len(keys) == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    order = np.lexsort((nodes, keys))
+    # An unstable sort is 3x faster than a stable one or lexsort; the head is then taken as the
+    # smallest node of each run, so the edges do not depend on the order of ties.
+    order = np.argsort(keys)
     k, nd = keys[order], nodes[order]
     new_run = np.concatenate([[True], k[1:] != k[:-1]])
-    run_id = np.cumsum(new_run) - 1
-    head = nd[new_run][run_id]
-    member = ~new_run
+    starts = np.flatnonzero(new_run)
+    head = np.minimum.reduceat(nd, starts)[np.cumsum(new_run) - 1]
+    member = nd != head
     return nd[member].astype(np.int64), head[member].astype(np.int64)
 
 

@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+import pyarrow as pa
 
-from .hashing import splitmix64
+from .hashing import splitmix64, string_buffers
+from .kernels import densify, oph_signatures
 from .shingles import Shingles
+from .tokens import class_table, lower, lower_table
 
 _KEY_MULT = np.uint64(0xA24BAED4963EE407)
 _EMPTY = np.uint32(0xFFFFFFFF)  # an empty bin (a real minimum equal to it, p = 2^-32, is refilled alike)
@@ -42,8 +45,9 @@ def _oph_params(k: int, seed: int) -> tuple[np.uint64, np.uint64, np.ndarray]:
     return a, b, probe
 
 
-def _densify(sig: np.ndarray, probe: np.ndarray) -> None:
-    """Fill each empty bin of each document that has some non-empty bin, in place (see module doc)."""
+def _densify_numpy(sig: np.ndarray, probe: np.ndarray) -> None:
+    """Fill each empty bin of each document that has some non-empty bin, in place (see module doc).
+    The definition, kept for `signatures`; `text_signatures` runs the compiled kernels.densify."""
     k = sig.shape[1]
     flat = sig.reshape(-1)
     empty = flat == _EMPTY
@@ -109,8 +113,24 @@ class MinHasher:
         slot += ((y & _LOW32) * np.uint64(k)) >> _S32
         np.minimum.at(sig, slot, (y >> _S32).astype(np.uint32))
         sig = sig.reshape(n, k)
-        _densify(sig, probe)
+        _densify_numpy(sig, probe)
         return sig
+
+    def text_signatures(self, texts: pa.Array, ngram: int) -> tuple[np.ndarray, np.ndarray]:
+        """(signatures, shingles per document) of texts, the same as
+        `signatures(shingle_texts(texts, ngram))`, computed by the compiled kernel (kernels.py)."""
+        k = self.num_perm
+        a, b, probe = _oph_params(k, self.seed)
+        tables = class_table(), lower_table()
+        texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+        offsets, data = string_buffers(texts)
+        sig, counts, compat = oph_signatures(data, offsets, *tables, ngram, a, b, k)
+        rows = np.flatnonzero(compat)
+        if len(rows):  # rows with code points NFKC changes: normalise them and sign them again
+            offsets, data = string_buffers(lower(texts.take(pa.array(rows)), np.arange(len(rows))))
+            sig[rows], counts[rows], _ = oph_signatures(data, offsets, *tables, ngram, a, b, k)
+        densify(sig, probe)
+        return sig, counts
 
     def band_keys(self, sig: np.ndarray) -> np.ndarray:
         """uint64[n_docs, bands]: one hash per band of `rows` signature values (band index mixed in)."""

@@ -16,8 +16,7 @@ from assay.pipeline.stage import register
 
 from .base import DedupParams, DedupStage
 from .minhash import MinHasher
-from .shingles import jaccard, shingle_sets, shingle_texts
-from .tokens import text_chunks
+from .shingles import jaccard, shingle_sets
 
 
 class MinHashParams(DedupParams):
@@ -72,12 +71,8 @@ class MinHashDedup(DedupStage):
 
     def batch_keys(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         hasher = self.hasher
-        keys, valid = [np.empty((0, self.n_bands), np.uint64)], [np.empty(0, bool)]
-        for part in text_chunks(table.column("text")):
-            sh = shingle_texts(part, self.params.ngram)
-            keys.append(hasher.band_keys(hasher.signatures(sh)))
-            valid.append(sh.counts() > 0)
-        return np.concatenate(keys), np.concatenate(valid)
+        sig, counts = hasher.text_signatures(table.column("text"), self.params.ngram)
+        return hasher.band_keys(sig), counts > 0
 
     @property
     def verifies(self) -> bool:

@@ -23,6 +23,7 @@ from .hashing import hash_spans, string_buffers
 
 WORD, SEP, SOLO = 0, 1, 2
 COMPAT = 4  # flag: NFKC changes this (non-separator) code point, e.g. fullwidth letters, ligatures
+LOWER = 8  # flag: Arrow's utf8_lower changes this non-ASCII code point (see lower_table)
 _COMPAT_LIMIT = 0x30000  # no compatibility decompositions above this
 _SOLO_RANGES = [
     (0x0E00, 0x0EFF),  # Thai, Lao
@@ -33,6 +34,7 @@ _SOLO_RANGES = [
     (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x323AF),  # Han
 ]
 _table: np.ndarray | None = None
+_lower: np.ndarray | None = None
 CHUNK_BYTES = 1 << 20  # text per NumPy pass (text_chunks)
 
 
@@ -52,8 +54,25 @@ def class_table() -> np.ndarray:
         for cp in range(0x80, _COMPAT_LIMIT):
             if table[cp] != SEP and unicodedata.normalize("NFKC", chr(cp)) != chr(cp):
                 table[cp] |= COMPAT
+        lowered = lower_table()
+        table[: len(lowered)][lowered != np.arange(len(lowered))] |= LOWER
         _table = table
     return _table
+
+
+def lower_table() -> np.ndarray:
+    """int32 code point -> its lower case by Arrow's `utf8_lower`, below 0x30000 (nothing above has
+    case). Taken from Arrow itself, so the compiled kernel lower-cases exactly as `lower` does."""
+    global _lower
+    if _lower is None:
+        cps = np.r_[np.arange(0x80, 0xD800), np.arange(0xE000, _COMPAT_LIMIT)]
+        low = pc.utf8_lower(pa.array([chr(c) for c in cps.tolist()])).to_pylist()
+        if any(len(x) != 1 for x in low):  # the kernel maps one code point to one
+            raise RuntimeError("Arrow's utf8_lower maps some code point to several; update kernels.py")
+        table = np.arange(_COMPAT_LIMIT, dtype=np.int32)
+        table[cps] = [ord(x) for x in low]
+        _lower = table
+    return _lower
 
 
 def lower(texts: pa.Array, nfkc_rows: np.ndarray | None = None) -> pa.Array:

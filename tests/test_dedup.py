@@ -136,6 +136,31 @@ def test_densified_signatures_of_short_documents():
     assert len(set(one[0].tolist())) == 1 and (one[1] == np.iinfo(np.uint32).max).all()
 
 
+EDGE_TEXTS = [
+    "", None, "one", "Two Words", "a b c d", "ＦＵＬＬＷＩＤＴＨ ﬁne text, Ⅻ ½ x²",  # NFKC rows
+    "我们今天去北京吃饭了吗 東京タワー", "ไทยภาษา ทดสอบ", "emoji 😀😀 here",  # SOLO scripts, 4-byte
+    "ÀÉÎÕÜ ÇA VA ΣΟΦΙΑ ΜΟΣΚВА МОСКВА Ⱥ ǅ İSTANBUL ẞ Ω K Å",  # capitals whose lower case differs in length
+    "tab\tsep\u00a0nbsp\u200bzero-width", "exactlyeightbyt ninebytes sixteenbyteslong seventeenbyteslong "
+    "Supercalifragilisticexpialidocious-ÜBERLÄNGE", "MiXeD CaSe ASCII With UPPER words",
+]
+
+
+@pytest.mark.parametrize("ngram", [1, 3, 5])
+def test_compiled_kernel_equals_numpy_definition(real, ngram):
+    """kernels.oph_signatures (one compiled pass from raw bytes) gives exactly the signatures of
+    tokens.tokenize -> shingles.shingle -> MinHasher.signatures, on real text and on the edge cases
+    of each step: case folding in both code paths, NFKC rows, scripts without spaces, token lengths
+    around the 8/16-byte hash paths, empty and null rows."""
+    texts = pa.array(EDGE_TEXTS + real[:400] + [t.upper() for t in real[400:450]], pa.string())
+    hasher = MinHasher()
+    reference = hasher.signatures(shingle_texts(texts, ngram))
+    sig, counts = hasher.text_signatures(texts, ngram)
+    assert np.array_equal(counts, shingle_texts(texts, ngram).counts())
+    assert np.array_equal(sig, reference)
+    chunked = pa.chunked_array([texts.slice(0, 9), texts.slice(9)])
+    assert np.array_equal(hasher.text_signatures(chunked, ngram)[0], reference)
+
+
 def test_signatures_do_not_depend_on_batching(real):
     texts = pa.array(real[:300])
     hasher = MinHasher()
@@ -239,9 +264,12 @@ def test_all_identical_input_is_one_group(tmp_path):
 
 def test_spill_and_rerun_give_identical_output(real, tmp_path):
     docs = make_docs([{"text": t, "source": "real"} for t in real[:1500] + real[:300]])
-    stage = MinHashDedup({"memory_mb": 1, "batch_rows": 256})
-    run(stage, docs, tmp_path, shards=3, name="a")
-    run(MinHashDedup(), docs, tmp_path, shards=3, name="b")
+    stage = MinHashDedup({"memory_mb": 0.05, "batch_rows": 256})  # spills every few batches
+    spilled, _ = run(stage, docs, tmp_path, shards=3, name="a")
+    held, _ = run(MinHashDedup(), docs, tmp_path, shards=3, name="b")
+    assert spilled.manifest["stats"]["dedup"]["spilled_bytes"] > 0
+    assert not spilled.manifest["stats"]["dedup"]["inputs_cached"]  # read again for the output
+    assert held.manifest["stats"]["dedup"]["inputs_cached"]
     run(MinHashDedup(), docs, tmp_path, shards=3, name="c")
     for i in range(3):
         a, b, c = (pq.read_table(tmp_path / d / f"part-{i:05d}.parquet") for d in "abc")

@@ -1,0 +1,251 @@
+"""MinHash signatures straight from text bytes: lower-case, tokenise, hash, shingle and bin in one
+compiled pass per document.
+
+This computes exactly what `tokens.lower` -> `tokens.tokenize` -> `shingles.shingle` ->
+`MinHasher.signatures` compute with Arrow and NumPy (a test checks it on real and edge-case text),
+but compiled by numba, with no per-byte or per-token temporaries written and re-read: about 4x
+faster than the NumPy path on one core. The NumPy modules stay the definition; they also serve
+exact-Jaccard verification and exact dedup.
+
+Why numba: the work is a byte-by-byte state machine (UTF-8 decoding, token runs, a ring of the
+last n token hashes). NumPy can only express it as ~20 full passes over the batch, each writing a
+temporary. numba is a well-kept compiler for exactly this; `cache=True` keeps the machine code under
+__pycache__, so workers after the first start without compiling.
+
+All arithmetic is on uint64 and wraps mod 2^64, like NumPy's. Every constant is a NumPy uint64:
+numba types a plain Python int as int64, and uint64 (op) int64 gives float64.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .hashing import _GOLD, _LEN_MULT, _M1, _M2, _P
+from .shingles import _SHINGLE_MULT
+from .tokens import COMPAT, LOWER, SEP, SOLO
+
+_U = np.uint64
+_P64 = _U(_P)
+_ONE, _LOW32, _S32 = _U(1), _U(0xFFFFFFFF), _U(32)
+_S30, _S27, _S31 = _U(30), _U(27), _U(31)
+_SHINGLE_M = _U(_SHINGLE_MULT)
+_EMPTY = np.uint32(0xFFFFFFFF)
+_FOLD = np.array([c | 0x20 if 0x41 <= c <= 0x5A else c for c in range(256)], np.uint8)
+_ASCII_WORD = np.array([chr(c).isascii() and chr(c).isalnum() for c in range(128)], np.int64)
+
+
+@njit(cache=True, inline="always")
+def _mix(x):
+    """splitmix64's finaliser (hashing.splitmix64, one value)."""
+    z = x + _GOLD
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@njit(cache=True, inline="always")
+def _folded(data, j):
+    """The byte at j as uint64, ASCII upper case folded by table (no branch on the letter's case)."""
+    return _U(_FOLD[data[j]])
+
+
+@njit(cache=True, inline="always")
+def _token_hash(data, s, e):
+    """hashing.hash_spans of data[s:e]: its bytes as two little-endian words up to 16 bytes, a
+    byte polynomial beyond."""
+    n = e - s
+    if n > 16:
+        poly = _U(0)
+        for j in range(s, e):
+            poly = poly * _P64 + _folded(data, j) + _ONE
+        return _mix(poly ^ _mix(_U(n)))
+    first = _U(0)
+    for j in range(min(n, 8)):
+        first |= _folded(data, s + j) << _U(8 * j)
+    h = _mix(first ^ (_U(n) * _LEN_MULT))
+    if n <= 8:
+        return h
+    second = _U(0)
+    for j in range(n - 8):
+        second |= _folded(data, s + 8 + j) << _U(8 * j)
+    return _mix(h ^ second)
+
+
+@njit(cache=True, inline="always")
+def _add_shingle(sig, row, shingle, a, b, k64):
+    """One-permutation hashing: the low half of a*x+b picks the bin, the high half is the value."""
+    y = shingle * a + b
+    slot = ((y & _LOW32) * k64) >> _S32
+    v = np.uint32(y >> _S32)
+    if v < sig[row, slot]:  # a branch: most shingles lose, and a predicted branch beats a store
+        sig[row, slot] = v
+
+
+@njit(cache=True, inline="always")
+def _token_bounds(data, i, end, table, bounds):
+    """Write the start and end of each token of data[i:end] to bounds. Returns (2 x tokens, whether
+    some code point is one NFKC changes, whether some non-ASCII one has a lower case).
+
+    ASCII bytes take a branch-free path: a boundary is written at every byte and kept (the count
+    advanced) only where word-ness flips. Token edges are too irregular for the branch predictor;
+    the plain if/else loop was three times slower."""
+    nb, prev, nfkc, upper = 0, 0, False, False
+    while i < end:
+        c = data[i]
+        if c < 0x80:
+            w = _ASCII_WORD[c]
+            bounds[nb] = i
+            nb += w != prev
+            prev = w
+            i += 1
+            continue
+        width, cls = 1, 0  # a stray continuation byte counts as a letter, as in tokens.py
+        if c >= 0xC0:
+            width = 2 if c < 0xE0 else (3 if c < 0xF0 else 4)
+            t = table[_decode(data, i, end, width)]
+            nfkc |= (t & COMPAT) != 0
+            upper |= (t & LOWER) != 0
+            cls = t & 3
+        if cls == SOLO:  # ends the running token and is a token on its own
+            if prev:
+                bounds[nb] = i
+                nb += 1
+            bounds[nb] = i
+            bounds[nb + 1] = i + width
+            nb += 2
+            prev = 0
+        else:
+            w = 1 if cls == 0 else 0
+            bounds[nb] = i
+            nb += w != prev
+            prev = w
+        i += width
+    if prev:
+        bounds[nb] = end
+        nb += 1
+    return nb, nfkc, upper
+
+
+@njit(cache=True, inline="always")
+def _decode(data, i, end, width):
+    """The code point of the `width`-byte UTF-8 sequence at data[i]."""
+    c = data[i]
+    cp = c & (0x1F if width == 2 else (0x0F if width == 3 else 0x07))
+    for j in range(1, width):
+        cp = (cp << 6) | (data[min(i + j, end - 1)] & 0x3F)
+    return min(cp, 0x10FFFF)
+
+
+@njit(cache=True)
+def _lowered(data, i, end, lower, out):
+    """Copy data[i:end] to out with every non-ASCII code point replaced by lower[cp] (ASCII is
+    folded later, when hashed); return the byte count."""
+    o = 0
+    while i < end:
+        c = data[i]
+        width = 1 if c < 0xC0 else (2 if c < 0xE0 else (3 if c < 0xF0 else 4))
+        cp = _decode(data, i, end, width) if width > 1 else -1
+        if cp < 0 or cp >= len(lower) or lower[cp] == cp:
+            for j in range(width):
+                out[o + j] = data[min(i + j, end - 1)]
+            o += width
+        else:
+            o += _encode(lower[cp], out, o)
+        i += width
+    return o
+
+
+@njit(cache=True, inline="always")
+def _encode(cp, out, o):
+    """Write cp as UTF-8 at out[o]; return its byte count."""
+    if cp < 0x80:
+        out[o] = cp
+        return 1
+    if cp < 0x800:
+        out[o], out[o + 1] = 0xC0 | (cp >> 6), 0x80 | (cp & 0x3F)
+        return 2
+    if cp < 0x10000:
+        out[o], out[o + 1], out[o + 2] = 0xE0 | (cp >> 12), 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)
+        return 3
+    out[o], out[o + 1] = 0xF0 | (cp >> 18), 0x80 | ((cp >> 12) & 0x3F)
+    out[o + 2], out[o + 3] = 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)
+    return 4
+
+
+@njit(cache=True)
+def _sign_document(data, bounds, nb, ring, m_n, ngram, sig, row, a, b, k64):
+    """Shingle the tokens data[bounds[2t]:bounds[2t+1]] and bin them into sig[row]; return the
+    token count. The shingle of the last `ngram` token hashes h is Horner's sum
+    h_0 M^(n-1) + ... + h_(n-1), kept rolling in O(1) per token: acc = acc*M + h_new - h_oldest*M^n."""
+    tokens = nb // 2
+    ring[:] = 0  # ring[pos] is the oldest of the last `ngram` token hashes
+    acc, pos = _U(0), 0
+    for t in range(tokens):
+        h = _token_hash(data, bounds[2 * t], bounds[2 * t + 1])
+        acc = acc * _SHINGLE_M + h - ring[pos] * m_n
+        ring[pos] = h
+        pos = 0 if pos == ngram - 1 else pos + 1
+        if t + 1 >= ngram:
+            _add_shingle(sig, row, _mix(acc ^ _U(ngram)), a, b, k64)
+    if 0 < tokens < ngram:  # a short document: one shingle of all its tokens, zero-padded
+        for _ in range(ngram - tokens):
+            acc *= _SHINGLE_M
+        _add_shingle(sig, row, _mix(acc ^ _U(tokens)), a, b, k64)
+    return tokens
+
+
+@njit(cache=True, nogil=True)
+def oph_signatures(data, offsets, table, lower, ngram, a, b, k):
+    """(sig uint32[n, k] before densification, shingles per doc int64[n], needs-NFKC bool[n]).
+
+    data/offsets: the UTF-8 bytes of n documents as stored. table: tokens.class_table(); lower:
+    tokens.lower_table(). A document with a non-ASCII capital is lower-cased into a scratch buffer
+    first; ASCII case is folded as bytes are hashed. Tokens are runs of WORD code points; a SOLO
+    one is a token alone."""
+    n_docs = len(offsets) - 1
+    sig = np.full((n_docs, k), _EMPTY, np.uint32)
+    counts = np.zeros(n_docs, np.int64)
+    compat = np.zeros(n_docs, np.bool_)
+    ring = np.zeros(ngram, np.uint64)
+    longest = 0
+    for d in range(n_docs):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    bounds = np.empty(2 * longest + 2, np.int64)  # lower-casing may lengthen a text by half
+    scratch = np.empty(2 * longest + 4, np.uint8)
+    m_n = _U(1)
+    for _ in range(ngram):
+        m_n *= _SHINGLE_M
+    k64 = _U(k)
+    for d in range(n_docs):
+        start, end = offsets[d], offsets[d + 1]
+        nb, compat[d], upper = _token_bounds(data, start, end, table, bounds)
+        if upper:
+            n = _lowered(data, start, end, lower, scratch)
+            nb, compat[d], _ = _token_bounds(scratch, 0, n, table, bounds)
+            tokens = _sign_document(scratch, bounds, nb, ring, m_n, ngram, sig, d, a, b, k64)
+        else:
+            tokens = _sign_document(data, bounds, nb, ring, m_n, ngram, sig, d, a, b, k64)
+        counts[d] = tokens - ngram + 1 if tokens >= ngram else min(tokens, 1)
+    return sig, counts, compat
+
+
+@njit(cache=True, nogil=True)
+def densify(sig, probe):
+    """minhash._densify_numpy in one pass: each empty bin of a document with some non-empty bin
+    copies the first bin along probe[bin] that was non-empty before any filling (in place)."""
+    n, k = sig.shape
+    empty = np.empty(k, np.bool_)
+    for d in range(n):
+        filled = 0
+        for j in range(k):
+            empty[j] = sig[d, j] == _EMPTY
+            filled += not empty[j]
+        if filled == 0 or filled == k:
+            continue
+        for j in range(k):
+            if empty[j]:
+                for t in range(k):
+                    src = probe[j, t]
+                    if not empty[src]:
+                        sig[d, j] = sig[d, src]
+                        break
