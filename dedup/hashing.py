@@ -51,10 +51,17 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
     return _pow_cache["p"][:n], _pow_cache["q"][:n]
 
 
+def single_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One Array; a ChunkedArray of one chunk (a column of one batch) is returned without a copy,
+    which `combine_chunks` would make."""
+    if isinstance(arr, pa.ChunkedArray):
+        return arr.chunk(0) if arr.num_chunks == 1 else pa.concat_arrays(arr.chunks)
+    return arr
+
+
 def string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(offsets int64[n+1], data uint8) of a string/binary array without copying the bytes."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = pa.concat_arrays(arr.chunks) if arr.num_chunks != 1 else arr.chunk(0)
+    arr = single_array(arr)
     if pa.types.is_string(arr.type) or pa.types.is_binary(arr.type):
         off_type = np.int32
     elif pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type):

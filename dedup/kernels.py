@@ -22,7 +22,7 @@ from numba import njit
 
 from .hashing import _GOLD, _LEN_MULT, _M1, _M2, _P
 from .shingles import _SHINGLE_MULT
-from .tokens import COMPAT, LOWER, SEP, SOLO
+from .tokens import COMPAT, LOWER, SOLO
 
 _U = np.uint64
 _P64 = _U(_P)

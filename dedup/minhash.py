@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 import pyarrow as pa
 
-from .hashing import splitmix64, string_buffers
+from .hashing import single_array, splitmix64, string_buffers
 from .kernels import densify, oph_signatures
 from .shingles import Shingles
 from .tokens import class_table, lower, lower_table
@@ -122,7 +122,7 @@ class MinHasher:
         k = self.num_perm
         a, b, probe = _oph_params(k, self.seed)
         tables = class_table(), lower_table()
-        texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+        texts = single_array(texts)
         offsets, data = string_buffers(texts)
         sig, counts, compat = oph_signatures(data, offsets, *tables, ngram, a, b, k)
         rows = np.flatnonzero(compat)

@@ -140,7 +140,7 @@ EDGE_TEXTS = [
     "", None, "one", "Two Words", "a b c d", "ＦＵＬＬＷＩＤＴＨ ﬁne text, Ⅻ ½ x²",  # NFKC rows
     "我们今天去北京吃饭了吗 東京タワー", "ไทยภาษา ทดสอบ", "emoji 😀😀 here",  # SOLO scripts, 4-byte
     "ÀÉÎÕÜ ÇA VA ΣΟΦΙΑ ΜΟΣΚВА МОСКВА Ⱥ ǅ İSTANBUL ẞ Ω K Å",  # capitals whose lower case differs in length
-    "tab\tsep\u00a0nbsp\u200bzero-width", "exactlyeightbyt ninebytes sixteenbyteslong seventeenbyteslong "
+    "tab\tsep\u00a0nbsp\u200bzero-width", "eightbyt ninebytes sixteenbyteslong seventeenbytelong "
     "Supercalifragilisticexpialidocious-ÜBERLÄNGE", "MiXeD CaSe ASCII With UPPER words",
 ]
 

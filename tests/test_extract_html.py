@@ -9,7 +9,6 @@ from assay.extractors.html import decode_html, extract_html
 from assay.extractors.math import mathml_to_latex, normalize_tex_delimiters
 from assay.extractors.stages import ExtractHtmlFiles, ExtractRecords
 from assay.pipeline.dataset import Counts
-from assay.pipeline.stage import Task
 
 FILLER = "This paragraph has enough ordinary words in it to look like the main content of an article. " * 2
 
