@@ -4,3 +4,5 @@ Importing this package registers the stages (dedup.url, dedup.exact, dedup.minha
 pyspark and datasketch are imported only inside the plans and benchmarks that use them.
 """
 from . import exact, near, remove, url  # noqa: F401
+
+REPORT_SECTIONS = ["assay.dedup.report:report_section"]

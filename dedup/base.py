@@ -63,7 +63,7 @@ class DedupStage(GlobalStage):
 
     reason: ClassVar[str] = "duplicate"  # reject code used when rows are removed
     key_columns: ClassVar[tuple[str, ...]] = ("text",)  # columns batch_keys reads
-    adds_columns = (DUP_GROUP, DUP_KEEP)
+    columns = {DUP_GROUP: pa.string(), DUP_KEEP: pa.bool_()}
     Params: ClassVar[type[DedupParams]] = DedupParams
 
     @property
@@ -92,14 +92,6 @@ class DedupStage(GlobalStage):
     @property
     def verifies(self) -> bool:
         return False
-
-    def output_schema(self, input_schemas: Sequence[pa.Schema]) -> pa.Schema:
-        schema = super().output_schema(input_schemas)
-        for name, typ in ((DUP_GROUP, pa.string()), (DUP_KEEP, pa.bool_())):
-            if name in schema.names:
-                schema = schema.remove(schema.get_field_index(name))
-            schema = schema.append(pa.field(name, typ))
-        return schema
 
     def run_local(self, ctx) -> int:
         from .local_plan import run_local

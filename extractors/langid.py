@@ -76,12 +76,12 @@ class LangIdParams(Params):
     keep_langs: list[str] | None = Field(None, description="Reject rows whose language is not in this list (lang_filtered).")
 
 
-@register("lang.id")
+@register("extract.lang_id", aliases=("lang.id",))
 class LanguageId(MapStage):
     """Writes `lang` (ISO 639 code, `und` when unknown) and `lang_score` (0–1)."""
 
     Params = LangIdParams
-    adds_columns = ("lang", "lang_score")
+    columns = {"lang": pa.string(), "lang_score": pa.float32()}
     batch_rows = 5_000
     version = "1"
 
@@ -89,12 +89,6 @@ class LanguageId(MapStage):
         import fasttext
 
         self.model = fasttext.load_model(str(model_path()))
-
-    def output_schema(self, input_schemas):
-        schema = pa.unify_schemas(list(input_schemas), promote_options="permissive")
-        if "lang" not in schema.names:
-            schema = schema.append(pa.field("lang", pa.string()))
-        return schema.append(pa.field("lang_score", pa.float32())) if "lang_score" not in schema.names else schema
 
     def identify(self, text: str | None) -> tuple[str, float]:
         if not text or not text.strip():

@@ -187,7 +187,7 @@ class ExtractRecords(_HtmlExtracting, MapStage):
     Params = RecordsParams
     batch_rows = 256
     version = "1"
-    adds_columns = ("text",)
+    columns = {"text": pa.string()}
 
     def output_schema(self, input_schemas: Sequence[pa.Schema]) -> pa.Schema:
         schema = pa.unify_schemas(list(input_schemas), promote_options="permissive")

@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from assay.pipeline.stage import MapStage, Params, register, set_column, with_rejects
 
@@ -19,7 +19,7 @@ class NormalizeParams(Params):
     drop_empty: bool = Field(True, description="Reject documents that are empty after normalisation (reason `empty`)")
 
 
-@register("normalize.unicode")
+@register("filter.unicode", aliases=("normalize.unicode",))
 class NormalizeUnicode(MapStage):
     """Normalise text to one Unicode form, remove invisible control characters, tidy whitespace.
 
@@ -96,6 +96,14 @@ class ScriptParams(Params):
     min_fraction: float = Field(0.5, ge=0, le=1, description="Minimum share of letters in allowed scripts")
     min_letters: int = Field(1, ge=0, description="Documents with fewer letters are rejected as `no_letters`")
 
+    @field_validator("allowed")
+    @classmethod
+    def _known_scripts(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(SCRIPTS))
+        if unknown:
+            raise ValueError(f"unknown scripts {unknown}; known: {', '.join(SCRIPTS)}")
+        return value
+
 
 @register("filter.script")
 class ScriptFilter(MapStage):
@@ -108,16 +116,7 @@ class ScriptFilter(MapStage):
     """
 
     Params = ScriptParams
-    adds_columns = ("script",)
-
-    def output_schema(self, input_schemas: Sequence[pa.Schema]) -> pa.Schema:
-        schema = super().output_schema(input_schemas)
-        return schema if "script" in schema.names else schema.append(pa.field("script", pa.string()))
-
-    def setup(self) -> None:
-        unknown = set(self.params.allowed) - set(SCRIPTS)
-        if unknown:
-            raise ValueError(f"unknown scripts {sorted(unknown)}; known: {', '.join(SCRIPTS)}")
+    columns = {"script": pa.string()}
 
     def process(self, table: pa.Table) -> pa.Table:
         p = self.params

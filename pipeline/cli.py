@@ -11,14 +11,17 @@ from typing import Any, Optional
 import click
 import typer
 
+from .errors import UserError
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Assay: curate LLM pretraining data and measure what the curation is worth.")
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from .recipe import RecipeError
-    from .runner import StageFailed
+    # Only errors raised *as* user errors: a FileNotFoundError from inside a stage is a bug and keeps
+    # its traceback.
+    from .errors import UserError
 
-    return (RecipeError, StageFailed, FileNotFoundError, NotADirectoryError, PermissionError)
+    return (UserError,)
 
 
 def _fail(message: str) -> None:
@@ -136,7 +139,7 @@ def inspect(
 
     ds = Dataset(dataset)
     if not ds.path.is_dir():
-        raise FileNotFoundError(f"{dataset}: no such dataset directory")
+        raise UserError(f"{dataset}: no such dataset directory")
     console = Console()
     manifest = ds.manifest
     if manifest is None:
@@ -174,7 +177,7 @@ def report(
     from .report import write_report
 
     if not run_dir.is_dir():
-        raise FileNotFoundError(f"{run_dir}: no such run directory")
+        raise UserError(f"{run_dir}: no such run directory")
     typer.echo(f"report: {write_report(run_dir, out)}")
 
 
@@ -230,10 +233,13 @@ def _stage_command(cls) -> click.Command:
     params += [
         click.Option(["--engine", "-e"], type=click.Choice(["local", "spark", "ray"]), default="local", help="Engine"),
         click.Option(["--workers"], type=int, default=0, help="Parallel tasks; 0 = all cores"),
-        click.Option(["--force"], is_flag=True, default=False, help="Recompute even if OUT is up to date"),
+        click.Option(["--spark-master"], default=None, help="Spark master URL, e.g. spark://127.0.0.1:7077"),
+        click.Option(["--ray-address"], default=None, help="Ray cluster address, e.g. 127.0.0.1:6379"),
+        click.Option(["--force"], is_flag=True, default=False,
+                     help="Recompute even if OUT is up to date (replaces only an Assay dataset)"),
     ]
 
-    def callback(inputs, out, engine, workers, force, **values):
+    def callback(inputs, out, engine, workers, spark_master, ray_address, force, **values):
         import yaml
 
         from .runner import run_stage
@@ -246,14 +252,14 @@ def _stage_command(cls) -> click.Command:
             if _click_type(field.annotation)[0] is None and isinstance(value, str):
                 value = yaml.safe_load(value)
             chosen[name] = list(value) if isinstance(value, tuple) else value
-        if is_source:
-            from .io import resolve_path_params
+        from .io import resolve_path_params
 
+        if is_source:
             chosen["paths"] = list(inputs)
-            chosen = resolve_path_params(chosen, cls.path_params, Path.cwd())
+        chosen = resolve_path_params(chosen, cls.path_params, Path.cwd())
         stage = _build_stage(cls, chosen)
         result = run_stage(stage, [] if is_source else list(inputs), out, engine=engine,
-                           options={"workers": workers} if workers else None, force=force,
+                           options=_engine_options(workers, spark_master, ray_address) or None, force=force,
                            progress=sys.stderr.isatty())
         c = result.manifest["counts"]
         status = "up to date, skipped" if result.skipped else f"{result.manifest['wall_seconds']}s"
@@ -284,6 +290,9 @@ def _build_stage(cls, params: dict):
 
 
 def build_cli() -> click.Group:
+    """The typer app plus one group per stage family (`assay <family> <stage>`) and the commands
+    families register themselves (`assay mix plan ...`)."""
+    from .families import load_families
     from .stage import registry
 
     group = typer.main.get_command(app)
@@ -292,20 +301,33 @@ def build_cli() -> click.Group:
             group.add_command(_stage_command(cls), name)
             continue
         family, _ = name.split(".", 1)
-        sub = group.commands.get(family)
-        if sub is None:
-            sub = click.Group(family, help=f"{family} stages (see `assay stages`)")
-            group.add_command(sub)
-        sub.add_command(_stage_command(cls))
+        _family_group(group, family).add_command(_stage_command(cls))
+    for family in load_families().values():
+        family.register_commands(group)
     return group
 
 
+def _family_group(cli: click.Group, family: str) -> click.Group:
+    sub = cli.commands.get(family)
+    if sub is None:
+        sub = click.Group(family, help=f"{family} stages and commands (see `assay stages`)")
+        cli.add_command(sub)
+    return sub
+
+
+def _terminate_as_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops like Ctrl-C: workers ended, nothing committed half-way
+
+
 def main(argv: list[str] | None = None) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     cli = build_cli()
     try:
         cli.main(args=argv, prog_name="assay", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("interrupted: stopped; rerun the same command to resume", err=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()

@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .schema import REJECT_DETAIL, REJECT_REASON, REJECT_STAGE, conform, text_bytes
+from .errors import UserError
+from .schema import PARENT_ID, PARENT_IDS, REJECT_DETAIL, REJECT_REASON, REJECT_STAGE, conform, text_bytes
 
 MANIFEST = "_manifest.json"
 RUN_FILE = "_run.json"
@@ -53,13 +54,21 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 @dataclass
 class Counts:
-    """The ledger of one shard or one stage: rows and bytes in, out, and rejected per reason."""
+    """The ledger of one shard or one stage.
+
+    rows_in: input rows; rows_rejected: rows rejected (per reason); rows_parent: input rows that
+    became (the parents of) output rows; rows_out: output rows. "Nothing lost" is
+    rows_in == rows_parent + rows_rejected for every cardinality. A one-to-one stage has
+    rows_out == rows_parent; one-to-many and many-to-many stages create rows (rows_created) and may
+    repeat an input (rows_out > rows_parent)."""
 
     rows_in: int = 0
     bytes_in: int = 0
     rows_out: int = 0
     bytes_out: int = 0
     rejected: dict[str, dict[str, int]] = field(default_factory=dict)
+    rows_parent: int | None = None  # None: one-to-one, equal to rows_out
+    rows_created: int = 0
 
     @property
     def rows_rejected(self) -> int:
@@ -69,24 +78,35 @@ class Counts:
     def bytes_rejected(self) -> int:
         return sum(r["bytes"] for r in self.rejected.values())
 
+    @property
+    def parents(self) -> int:
+        return self.rows_out if self.rows_parent is None else self.rows_parent
+
     def add_rejects(self, reason: str, rows: int, nbytes: int) -> None:
         slot = self.rejected.setdefault(reason, {"rows": 0, "bytes": 0})
         slot["rows"] += rows
         slot["bytes"] += nbytes
 
     def merge(self, other: "Counts") -> None:
+        if self.rows_parent is not None or other.rows_parent is not None:
+            self.rows_parent = self.parents + other.parents
         self.rows_in += other.rows_in
         self.bytes_in += other.bytes_in
         self.rows_out += other.rows_out
         self.bytes_out += other.bytes_out
+        self.rows_created += other.rows_created
         for reason, slot in other.rejected.items():
             self.add_rejects(reason, slot["rows"], slot["bytes"])
 
     def balanced(self) -> bool:
-        return self.rows_in == self.rows_out + self.rows_rejected
+        return self.rows_in == self.parents + self.rows_rejected
+
+    def imbalance(self) -> str:
+        return (f"{self.rows_in} in != {self.parents} {'out' if self.rows_parent is None else 'parents of output rows'}"
+                f" + {self.rows_rejected} rejected")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "rows_in": self.rows_in,
             "bytes_in": self.bytes_in,
             "rows_out": self.rows_out,
@@ -95,6 +115,10 @@ class Counts:
             "bytes_rejected": self.bytes_rejected,
             "rejected": dict(sorted(self.rejected.items())),
         }
+        if self.rows_parent is not None:
+            out["rows_parent"] = self.rows_parent
+            out["rows_created"] = self.rows_created
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Counts":
@@ -104,7 +128,13 @@ class Counts:
             rows_out=data["rows_out"],
             bytes_out=data["bytes_out"],
             rejected={k: dict(v) for k, v in data.get("rejected", {}).items()},
+            rows_parent=data.get("rows_parent"),
+            rows_created=data.get("rows_created", 0),
         )
+
+
+class LedgerError(RuntimeError):
+    """A shard or stage whose rows do not add up: a bug in the stage, never the data's fault."""
 
 
 class Dataset:
@@ -158,32 +188,92 @@ def _read_files(files: list[Path], columns: list[str] | None) -> pa.Table:
     return pa.concat_tables(tables, promote_options="permissive")
 
 
+class ShardFiles:
+    """The files of one shard, written under temporary names and renamed together on commit; the
+    per-shard marker (`_shards/part-NNNNN.json`, with the ledger, statistics and seconds) is written
+    last, so a shard exists for resume exactly when its marker does. Every output kind uses this."""
+
+    def __init__(self, root: Path, index: int):
+        self.root = Path(root)
+        self.index = index
+        self._tag = f".tmp-{os.getpid()}"
+        self._pending: list[tuple[Path, Path]] = []  # (temp, final)
+        self._handles: list[Any] = []
+        self.stats: dict[str, Any] | None = None
+        self.seconds: float | None = None
+
+    def temp(self, name: str) -> Path:
+        """A temporary path that becomes `root/name` on commit."""
+        final = self.root / name
+        tmp = final.with_name(f".{final.name}{self._tag}")
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        self._pending.append((tmp, final))
+        return tmp
+
+    def open_binary(self, name: str):
+        handle = open(self.temp(name), "wb")
+        self._handles.append(handle)
+        return handle
+
+    def commit(self, counts: Counts, extra: dict[str, Any] | None = None) -> None:
+        for handle in self._handles:
+            handle.close()
+        for tmp, final in self._pending:
+            os.replace(tmp, final)
+        marker = dict(counts.to_json(), **(extra or {}))
+        if self.stats:
+            marker["stats"] = self.stats
+        if self.seconds is not None:
+            marker["seconds"] = round(self.seconds, 4)
+        atomic_write_text(self.root / SHARDS_DIR / f"part-{self.index:05d}.json", json.dumps(marker))
+
+    def abort(self) -> None:
+        for handle in self._handles:
+            handle.close()
+        for tmp, _ in self._pending:
+            tmp.unlink(missing_ok=True)
+
+
 class ShardWriter:
-    """Writes one shard of a dataset: kept rows and rejects streamed to temp files, renamed on commit.
+    """Writes one shard of a document (or side) dataset: kept rows and rejects streamed to temp files,
+    renamed on commit.
 
     Rows arrive as tables with the stage's output schema plus `reject_reason` (null = kept) and
-    optionally `reject_detail`. Nothing is visible under the final names until `commit()`.
-    """
+    optionally `reject_detail`. Nothing is visible under the final names until `commit()`, which
+    also checks the shard's ledger. A column the schema does not declare is an error, not a drop.
+    `cardinality` other than one_to_one makes the writer track ids: every input id must be rejected
+    or be the parent (`parent_id` / `parent_ids`) of an output row."""
 
-    def __init__(self, root: Path, index: int, schema: pa.Schema, stage_id: str):
+    def __init__(self, root: Path, index: int, schema: pa.Schema, stage_id: str,
+                 cardinality: str = "one_to_one"):
         self.root = Path(root)
         self.index = index
         self.schema = schema
         self.stage_id = stage_id
+        self.cardinality = cardinality
         self.counts = Counts()
+        self.files = ShardFiles(self.root, index)
         self._out: pq.ParquetWriter | None = None
         self._rej: pq.ParquetWriter | None = None
-        self._tag = f".tmp-{os.getpid()}"
         name = shard_name(index)
-        self._out_path = self.root / name
-        self._rej_path = self.root / REJECTS_DIR / name
-        self._out_tmp = self.root / f".{name}{self._tag}"
-        self._rej_tmp = self.root / REJECTS_DIR / f".{name}{self._tag}"
+        self._name = name
         self.reject_schema = _reject_schema(schema)
+        self._input_ids: set[str] | None = None
+        self._parents: set[str] = set()
+        self._rejected_ids: set[str] = set()
+        if cardinality != "one_to_one":
+            self.counts.rows_parent = 0
+            self._input_ids = set()
 
     def add_input(self, rows: int, nbytes: int) -> None:
         self.counts.rows_in += rows
         self.counts.bytes_in += nbytes
+
+    def note_inputs(self, table: pa.Table) -> None:
+        """Record a batch of input rows (counts always; ids when the stage creates rows)."""
+        self.add_input(table.num_rows, text_bytes(table))
+        if self._input_ids is not None and "id" in table.column_names:
+            self._input_ids.update(table.column("id").to_pylist())
 
     def write(self, table: pa.Table) -> None:
         """Split `table` on its reject_reason column and append each side to its file."""
@@ -195,47 +285,76 @@ class ShardWriter:
             if pc.any(rejected_mask).as_py():
                 self._write_rejects(table.filter(rejected_mask))
                 table = table.filter(pc.invert(rejected_mask))
+        undeclared = set(table.column_names) - set(self.schema.names) - {REJECT_REASON, REJECT_DETAIL}
+        if undeclared:
+            raise LedgerError(f"stage {self.stage_id!r} wrote undeclared column(s) {sorted(undeclared)}; "
+                              "declare them in the stage's `columns`")
         kept = conform(table, self.schema)
         if kept.num_rows:
             self.counts.rows_out += kept.num_rows
             self.counts.bytes_out += text_bytes(kept)
+            if self._input_ids is not None:
+                self._note_parents(kept)
             self._writer_out().write_table(kept, row_group_size=ROW_GROUP_ROWS)
+
+    def _note_parents(self, kept: pa.Table) -> None:
+        if PARENT_ID in kept.column_names:
+            parents = kept.column(PARENT_ID).to_pylist()
+            self._parents.update(parents)
+            self.counts.rows_created += sum(1 for p, i in zip(parents, kept.column("id").to_pylist()) if p != i)
+        elif PARENT_IDS in kept.column_names:
+            for ids in kept.column(PARENT_IDS).to_pylist():
+                self._parents.update(ids or ())
+            self.counts.rows_created += kept.num_rows
+        else:
+            raise LedgerError(f"stage {self.stage_id!r} ({self.cardinality}) wrote rows without {PARENT_ID} or {PARENT_IDS}")
 
     def _write_rejects(self, rejects: pa.Table) -> None:
         if REJECT_DETAIL not in rejects.column_names:
             rejects = rejects.append_column(REJECT_DETAIL, pa.nulls(rejects.num_rows, pa.string()))
         rejects = rejects.append_column(REJECT_STAGE, pa.array([self.stage_id] * rejects.num_rows, pa.string()))
+        if self._input_ids is not None:
+            self._rejected_ids.update(rejects.column("id").to_pylist())
         rejects = conform(rejects, self.reject_schema)
         grouped = rejects.group_by(REJECT_REASON).aggregate([([], "count_all")])
         for reason, n in zip(grouped.column(REJECT_REASON).to_pylist(), grouped.column("count_all").to_pylist()):
             part = rejects.filter(pc.equal(rejects.column(REJECT_REASON), reason))
             self.counts.add_rejects(reason, n, text_bytes(part))
         if self._rej is None:
-            self._rej_tmp.parent.mkdir(parents=True, exist_ok=True)
-            self._rej = pq.ParquetWriter(self._rej_tmp, self.reject_schema, compression="zstd")
+            self._rej = pq.ParquetWriter(self.files.temp(f"{REJECTS_DIR}/{self._name}"), self.reject_schema,
+                                         compression="zstd")
         self._rej.write_table(rejects, row_group_size=ROW_GROUP_ROWS)
 
     def _writer_out(self) -> pq.ParquetWriter:
         if self._out is None:
-            self._out = pq.ParquetWriter(self._out_tmp, self.schema, compression="zstd")
+            self._out = pq.ParquetWriter(self.files.temp(self._name), self.schema, compression="zstd")
         return self._out
 
+    def check_ledger(self) -> None:
+        if self._input_ids is not None:
+            lost = self._input_ids - self._parents - self._rejected_ids
+            self.counts.rows_parent = len(self._input_ids & self._parents)
+            if lost:
+                raise LedgerError(f"stage {self.stage_id!r} shard {self.index}: {len(lost)} input row(s) neither "
+                                  f"rejected nor the parent of an output row, e.g. id {sorted(lost)[0]!r}")
+        if not self.counts.balanced():
+            raise LedgerError(f"stage {self.stage_id!r} shard {self.index}: ledger does not balance: "
+                              + self.counts.imbalance())
+
     def commit(self) -> Counts:
+        self.check_ledger()
         self._writer_out()  # an empty shard is still a shard: readers see the schema
         self._out.close()
-        os.replace(self._out_tmp, self._out_path)
         if self._rej is not None:
             self._rej.close()
-            os.replace(self._rej_tmp, self._rej_path)
-        atomic_write_text(self.root / SHARDS_DIR / f"part-{self.index:05d}.json", json.dumps(self.counts.to_json()))
+        self.files.commit(self.counts)
         return self.counts
 
     def abort(self) -> None:
         for writer in (self._out, self._rej):
             if writer is not None:
                 writer.close()
-        for tmp in (self._out_tmp, self._rej_tmp):
-            tmp.unlink(missing_ok=True)
+        self.files.abort()
 
 
 def _reject_schema(schema: pa.Schema) -> pa.Schema:
@@ -250,53 +369,165 @@ def _reject_schema(schema: pa.Schema) -> pa.Schema:
     )
 
 
-def done_shards(root: Path) -> dict[int, Counts]:
-    """Shards already committed in a (possibly partial) dataset directory."""
+def shard_markers(root: Path) -> dict[int, dict[str, Any]]:
+    """The committed shards of a (possibly partial) dataset: index -> marker JSON."""
     done = {}
     for marker in sorted((Path(root) / SHARDS_DIR).glob("part-*.json")):
-        index = int(marker.stem.split("-")[1])
-        if (Path(root) / shard_name(index)).exists():
-            done[index] = Counts.from_json(json.loads(marker.read_text()))
+        try:
+            done[int(marker.stem.split("-")[1])] = json.loads(marker.read_text())
+        except (ValueError, OSError):
+            continue  # a marker is written atomically; anything unreadable is not ours to trust
     return done
+
+
+def done_shards(root: Path) -> dict[int, Counts]:
+    """Shards already committed in a (possibly partial) dataset directory."""
+    return {i: Counts.from_json(m) for i, m in shard_markers(root).items()}
+
+
+# ---- what Assay owns: never delete anything else ---------------------------------------------------
+
+class OutputRefused(UserError):
+    """An output path Assay may not write: printed as one line, nothing touched."""
+
+
+# Names Assay writes inside a dataset directory (shards of every output kind, markers, manifests).
+_OWNED_NAMES = {MANIFEST, RUN_FILE, REJECTS_DIR, SHARDS_DIR, "_scratch", "_artifacts", "_fit", "_side"}
+
+
+def _owned(entry: Path) -> bool:
+    name = entry.name
+    if name in _OWNED_NAMES or name.startswith("part-"):
+        return True
+    return name.startswith(".") and ".tmp-" in name  # our temporary files
+
+
+def is_assay_dataset(root: Path) -> bool:
+    """A complete dataset (its manifest) or a partial one (its run file) written by Assay."""
+    for name in (MANIFEST, RUN_FILE):
+        data = read_json_safe(root / name)
+        if isinstance(data, dict) and "fingerprint" in data:
+            return True
+    return False
+
+
+def read_json_safe(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def check_output(root: Path) -> None:
+    """Refuse an output that exists and is not Assay's: a file, or a non-empty directory that is not
+    an Assay dataset, or a dataset holding files Assay did not write. Nothing is touched."""
+    root = Path(root)
+    if not root.exists() and not root.is_symlink():
+        return
+    if not root.is_dir() or root.is_symlink():
+        raise OutputRefused(f"{root}: exists and is not a directory Assay created; refusing to write there")
+    entries = list(root.iterdir())
+    if not entries:
+        return
+    if not is_assay_dataset(root):
+        raise OutputRefused(f"{root}: exists, is not empty and is not an Assay dataset; refusing to touch it "
+                            "(choose a new output path)")
+    foreign = sorted(e.name for e in entries if not _owned(e))
+    if foreign:
+        raise OutputRefused(f"{root}: holds files Assay did not write ({', '.join(foreign[:3])}"
+                            f"{', ...' if len(foreign) > 3 else ''}); refusing to touch it")
+
+
+def clear_dataset(root: Path) -> None:
+    """Remove an Assay dataset's own files (after check_output said they are all ours)."""
+    check_output(root)
+    for entry in Path(root).iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def prepare_output(root: Path, fingerprint: str) -> None:
     """Make `root` ready for a run with this fingerprint: keep its shards if they came from the same
-    run (resume), wipe it if they came from a different one, and drop stale temp files."""
+    run (resume), clear it if they came from a different one, and drop stale temp files. Refuses
+    (OutputRefused) any path that holds something Assay did not write."""
     root = Path(root)
-    run = read_json(root / RUN_FILE)
-    if run is not None and run.get("fingerprint") != fingerprint:
-        shutil.rmtree(root)
-    elif run is None and root.exists():
-        shutil.rmtree(root)
+    check_output(root)
+    run = read_json_safe(root / RUN_FILE)
+    if root.exists() and not (isinstance(run, dict) and run.get("fingerprint") == fingerprint):
+        clear_dataset(root)
     root.mkdir(parents=True, exist_ok=True)
     (root / MANIFEST).unlink(missing_ok=True)
-    for tmp in list(root.glob(".*.tmp-*")) + list(root.glob(f"{REJECTS_DIR}/.*.tmp-*")):
+    for tmp in [p for p in root.rglob(".*.tmp-*") if p.is_file()]:
         tmp.unlink(missing_ok=True)
-    atomic_write_text(root / RUN_FILE, json.dumps({"fingerprint": fingerprint}))
+    atomic_write_text(root / RUN_FILE, json.dumps({"fingerprint": fingerprint, "assay": "dataset"}))
 
 
 def finalize(root: Path, manifest: dict[str, Any], shard_count: int) -> dict[str, Any]:
-    """Sum the shard ledgers into the manifest and write it; this marks the dataset complete."""
+    """Sum the shard ledgers and statistics into the manifest and write it; this marks the dataset
+    complete."""
+    from .stats import merge_stats
+
     root = Path(root)
-    done = done_shards(root)
-    missing = sorted(set(range(shard_count)) - set(done))
+    markers = shard_markers(root)
+    missing = sorted(set(range(shard_count)) - set(markers))
     if missing:
-        raise RuntimeError(f"{root}: shards {missing[:10]} were not committed")
-    for extra in set(done) - set(range(shard_count)):  # left over from a larger earlier run
-        (root / shard_name(extra)).unlink(missing_ok=True)
-        (root / REJECTS_DIR / shard_name(extra)).unlink(missing_ok=True)
+        raise LedgerError(f"{root}: shards {missing[:10]} were not committed")
+    for extra in set(markers) - set(range(shard_count)):  # left over from a larger earlier run
+        for path in list(root.glob(f"part-{extra:05d}*")) + list(root.glob(f"{REJECTS_DIR}/part-{extra:05d}*")):
+            path.unlink(missing_ok=True)
         (root / SHARDS_DIR / f"part-{extra:05d}.json").unlink(missing_ok=True)
     total = Counts()
     for index in range(shard_count):
-        total.merge(done[index])
+        total.merge(Counts.from_json(markers[index]))
     if not total.balanced():
-        raise RuntimeError(
-            f"{root}: ledger does not balance: {total.rows_in} in != {total.rows_out} out + {total.rows_rejected} rejected"
-        )
+        raise LedgerError(f"{root}: ledger does not balance: {total.imbalance()}")
+    ordered = [markers[i] for i in range(shard_count)]
+    stats = merge_stats([m.get("stats") for m in ordered])
+    if stats:
+        manifest = dict(manifest, statistics=stats)
+    seconds = [m["seconds"] for m in ordered if "seconds" in m]
+    if seconds:
+        manifest = dict(manifest, shard_seconds={"sum": round(sum(seconds), 3), "max": round(max(seconds), 3),
+                                                 "mean": round(sum(seconds) / len(seconds), 4)})
+    for key in ("tokens", "loss_tokens"):  # token shards' totals
+        if any(key in m for m in ordered):
+            manifest = dict(manifest, **{f"total_{key}": sum(int(m.get(key, 0)) for m in ordered)})
     manifest = dict(manifest, shards=shard_count, counts=total.to_json())
     atomic_write_text(root / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True, default=str))
     return manifest
+
+
+# ---- artifacts: files a stage produces besides shards (thresholds, centroids, a tokenizer) ---------
+
+ARTIFACTS_DIR = "_artifacts"
+
+
+def write_artifact(root: Path, name: str, data: bytes | str | Any) -> Path:
+    """Write an artifact atomically: bytes and str as they are, anything else as JSON."""
+    path = Path(root) / ARTIFACTS_DIR / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not isinstance(data, (bytes, str)):
+        data = json.dumps(data, indent=1, sort_keys=True, default=_json_default)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+    os.replace(tmp, path)
+    return path
+
+
+def artifact_path(root: Path, name: str) -> Path:
+    return Path(root) / ARTIFACTS_DIR / name
+
+
+def _json_default(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
 
 
 def write_table(table: pa.Table, root: str | os.PathLike, shards: int = 1, stage_id: str = "input") -> Path:

@@ -12,13 +12,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .engines.base import EngineOptions
+from .errors import UserError
 from .io import resolve_path_params
-from .stage import SourceStage, Stage, resolve_stage
+from .stage import Resources, SourceStage, Stage, resolve_stage
 
 EngineName = Literal["local", "spark", "ray"]
 
 
-class RecipeError(ValueError):
+class RecipeError(UserError):
     """A user error in a recipe: printed as one line, never as a traceback."""
 
 
@@ -29,14 +30,19 @@ class StageSpec(BaseModel):
     inputs: list[str] = Field(default_factory=list)
     params: dict[str, Any] = Field(default_factory=dict)
     engine: EngineName | None = None
+    # Per-stage overrides of the stage class's defaults (what one worker needs, how many, batch size).
+    resources: Resources | None = None
+    workers: int | None = Field(None, ge=0)
+    batch_rows: int | None = Field(None, ge=1)
     _base_dir: Path | None = None
 
     def build(self) -> Stage:
         cls = resolve_stage(self.uses)
         params = dict(self.params)
-        if issubclass(cls, SourceStage) and self._base_dir is not None:
-            params = resolve_path_params(params, cls.path_params, self._base_dir)
-        return cls(params, stage_id=self.id)
+        if self._base_dir is not None:  # every stage's path params, not only sources'
+            params = resolve_path_params(params, getattr(cls, "path_params", ()), self._base_dir)
+        return cls(params, stage_id=self.id, resources=self.resources, workers=self.workers,
+                   batch_rows=self.batch_rows)
 
 
 class InputSpec(BaseModel):
@@ -46,6 +52,9 @@ class InputSpec(BaseModel):
     uses: str = "read.jsonl"
     params: dict[str, Any] = Field(default_factory=dict)
     engine: EngineName | None = None
+    resources: Resources | None = None
+    workers: int | None = Field(None, ge=0)
+    batch_rows: int | None = Field(None, ge=1)
 
 
 class Recipe(BaseModel):
@@ -66,7 +75,8 @@ class Recipe(BaseModel):
         return self
 
     def all_specs(self) -> list[StageSpec]:
-        sources = [StageSpec(id=name, uses=spec.uses, params=spec.params, engine=spec.engine) for name, spec in self.inputs.items()]
+        sources = [StageSpec(id=name, uses=spec.uses, params=spec.params, engine=spec.engine, resources=spec.resources,
+                             workers=spec.workers, batch_rows=spec.batch_rows) for name, spec in self.inputs.items()]
         return sources + list(self.stages)
 
     def stage_spec(self, stage_id: str) -> StageSpec:

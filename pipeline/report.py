@@ -1,8 +1,9 @@
 """`assay report`: one self-contained HTML page (PNG plots inlined) for a run directory.
 
 Core sections: the funnel (rows and bytes per stage), rejects by reason, per-stage timings and the
-ledger check. Stage families add sections by exposing `report_section(run_dir) -> str | None` in a
-module listed in REPORT_SECTIONS.
+ledger check. Stage families add sections through their package's `REPORT_SECTIONS` ("module:function"
+references, each `function(run_dir) -> html | None`; see families.py), shown in pipeline order: a
+family's sections come where its first stage ran.
 """
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ from typing import Any
 
 from . import __version__
 from .dataset import MANIFEST, atomic_write_text, read_json
-
-REPORT_SECTIONS = ["assay.extractors.report", "assay.dedup.report"]
 
 
 def png_data_uri(fig) -> str:
@@ -97,7 +96,7 @@ def _core_sections(stages: list[dict]) -> list[str]:
     rows = []
     for s in stages:
         c = s["counts"]
-        ok = c["rows_in"] == c["rows_out"] + c["rows_rejected"]
+        ok = c["rows_in"] == c.get("rows_parent", c["rows_out"]) + c["rows_rejected"]
         rows.append([
             html.escape(s["dir"]), html.escape(s["stage"]), html.escape(s.get("engine", "")),
             f"{c['rows_in']:,}", f"{c['rows_out']:,}", f"{c['rows_rejected']:,}",
@@ -120,18 +119,26 @@ def _core_sections(stages: list[dict]) -> list[str]:
     ]
 
 
-def _extra_sections(run_dir: Path) -> list[str]:
+def _extra_sections(run_dir: Path, stages: list[dict]) -> list[str]:
+    from .families import family_of, load_families
+    from .stage import registry
+
+    known = registry()
+    first_seen: dict[str, int] = {}
+    for position, manifest in enumerate(stages):
+        cls = known.get(manifest.get("stage", ""))
+        family = family_of(cls) if cls else None
+        if family is not None:
+            first_seen.setdefault(family, position)
+    families = load_families()
+    ordered = sorted(families, key=lambda name: (first_seen.get(name, len(stages)), name))
     out = []
-    for module_name in REPORT_SECTIONS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                continue  # that family has no report section (yet)
-            raise
-        fragment = module.report_section(run_dir)
-        if fragment:
-            out.append(fragment)
+    for name in ordered:
+        for ref in families[name].report_sections():
+            module_name, _, func = ref.partition(":")
+            fragment = getattr(importlib.import_module(module_name), func or "report_section")(run_dir)
+            if fragment:
+                out.append(fragment)
     return out
 
 
@@ -153,7 +160,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     run = read_json(run_dir / "_run.json") or {}
     title = run.get("recipe") or run_dir.name
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    sections = _core_sections(stages) + _extra_sections(run_dir)
+    sections = _core_sections(stages) + _extra_sections(run_dir, stages)
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>Assay report: {html.escape(title)}</title>"
         f"<style>{CSS}</style></head><body><h1>Assay report: {html.escape(title)}</h1>"

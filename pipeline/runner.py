@@ -6,10 +6,12 @@ fingerprint is unchanged, and a killed stage resumes at the first uncommitted sh
 """
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -17,12 +19,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import __version__
-from .dataset import Dataset, ShardWriter, atomic_write_text, done_shards, finalize, prepare_output
+from .dataset import (Dataset, OutputRefused, atomic_write_text, check_output, clear_dataset, done_shards, finalize,
+                      prepare_output)
 from .engines import Engine, EngineOptions, get_engine
-from .stage import GlobalContext, GlobalStage, SourceStage, Stage, Task
+from .errors import UserError
+from .stage import FitApplyStage, GlobalContext, GlobalStage, SourceStage, Stage, Task
 
 
-class StageFailed(RuntimeError):
+class StageFailed(UserError):
     pass
 
 
@@ -54,10 +58,28 @@ def _as_engine(engine: Engine | str | None, options: EngineOptions | dict | None
     return get_engine(engine or "local", options)
 
 
+def _inside(child: Path, parent: Path) -> bool:
+    return child == parent or parent in child.parents
+
+
+def check_paths(stage: Stage, inputs: Sequence[Dataset], out: Path) -> None:
+    """Refuse an output that is an input, lies inside one, or holds one: a run must never write over,
+    into or around what it reads."""
+    target = out.resolve()
+    sources = [ds.path.resolve() for ds in inputs]
+    if isinstance(stage, SourceStage):
+        sources += [Path(p).resolve() for p in stage.params.paths if not glob.has_magic(str(p))]
+        sources += [Path(f).resolve() for f in stage.matched_files()]
+    for src in sources:
+        if _inside(target, src) or _inside(src, target):
+            relation = "is" if target == src else "is inside" if _inside(target, src) else "contains"
+            raise OutputRefused(f"output {out} {relation} the input {src}; choose another output path")
+
+
 def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: str | os.PathLike,
               engine: Engine | str | None = "local", options: EngineOptions | dict | None = None,
               force: bool = False, progress: bool = False) -> StageResult:
-    """Run `stage` over `inputs` into dataset directory `out` and return its manifest."""
+    """Run `stage` over `inputs` into the output directory `out` and return its manifest."""
     out = Path(out)
     datasets = [ds if isinstance(ds, Dataset) else Dataset(ds) for ds in inputs]
     for ds in datasets:
@@ -67,12 +89,14 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
         raise StageFailed(f"stage {stage.stage_id!r} ({stage.name}) reads files; it takes no dataset inputs")
     if not isinstance(stage, SourceStage) and not datasets:
         raise StageFailed(f"stage {stage.stage_id!r} ({stage.name}) needs at least one input dataset")
+    check_paths(stage, datasets, out)
+    check_output(out)  # before anything is read or written: never touch what is not ours
     fp = fingerprint(stage, datasets)
     existing = Dataset(out).manifest
     if existing and existing.get("fingerprint") == fp and not force:
         return StageResult(stage.stage_id, out, existing, skipped=True)
     if force and out.exists():
-        shutil.rmtree(out)
+        clear_dataset(out)
     eng = _as_engine(engine, options)
     tasks = [] if isinstance(stage, GlobalStage) else stage.tasks(datasets)  # list inputs before touching `out`
     prepare_output(out, fp)
@@ -81,32 +105,45 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
         "stage": stage.name or type(stage).ref(),
         "stage_id": stage.stage_id,
         "kind": stage.kind,
+        "cardinality": stage.cardinality,
+        "output_kind": stage.output_kind,
         "params": stage.params.model_dump(mode="json"),
         "fingerprint": fp,
         "code_version": f"assay {__version__}, {stage.name or type(stage).ref()} v{stage.version}",
         "inputs": [{"path": str(ds.path), "fingerprint": (ds.manifest or {}).get("fingerprint")} for ds in datasets],
         "engine": eng.describe(),
+        "resources": dict(stage.resources.model_dump(), workers=stage.workers, batch_rows=stage.batch_rows),
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     if isinstance(stage, SourceStage):  # the input-file manifest: which files made which shard
-        manifest["input_files"] = [{"shard": t.index, "files": list(t.inputs)} for t in tasks]
+        manifest["input_files"] = [dict({"shard": t.index, "files": list(t.inputs)}, **dict(t.extra)) for t in tasks]
     schema = stage.output_schema([ds.schema for ds in datasets])
     if isinstance(stage, GlobalStage):
         plan = eng.name if eng.name in stage.plans() else "local"
+        if plan != eng.name:
+            warning = f"stage {stage.stage_id!r} has no {eng.name} plan; it ran the local plan on the driver"
+            manifest["fallback_warning"] = warning
+            print(f"warning: {warning}", file=sys.stderr)
         ctx = GlobalContext(datasets, out, schema, stage.stage_id, engine=eng, workdir=out.parent)
         stage.ensure_setup()
-        shard_count = getattr(stage, f"run_{plan}")(ctx)
+        try:
+            shard_count = getattr(stage, f"run_{plan}")(ctx)
+        finally:
+            stage.close()
         manifest["plan"] = plan
         if ctx.extra:  # plan statistics (candidate pairs, groups, spilled bytes, ...)
             manifest["stats"] = ctx.extra
     else:
+        if isinstance(stage, FitApplyStage):
+            _fit(eng, stage, tasks, out, schema, progress)
         shard_count = max(len(tasks), 1)
-        if not tasks:  # an empty input still yields a dataset with a schema
-            ShardWriter(out, 0, schema, stage.stage_id).commit()
+        if not tasks:  # an empty input still yields an output with a schema
+            _commit_empty(stage, out, schema)
         done = done_shards(out)
         pending = [t for t in tasks if t.index not in done]
         manifest["resumed_shards"] = len(tasks) - len(pending)
         _run_tasks(eng, stage, pending, out, schema, progress, total=len(tasks), already=len(tasks) - len(pending))
+    manifest.update(stage.describe_output(out) if hasattr(stage, "describe_output") else {})
     manifest["wall_seconds"] = round(time.time() - started, 3)
     manifest["output_columns"] = schema.names
     manifest = finalize(out, manifest, shard_count)
@@ -114,8 +151,33 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
     return StageResult(stage.stage_id, out, manifest, skipped=False)
 
 
+def _commit_empty(stage: Stage, out: Path, schema) -> None:
+    writer = stage.open_writer(out, Task(0, ()), schema)
+    writer.commit()
+
+
+def _fit(eng: Engine, stage: FitApplyStage, tasks: list[Task], out: Path, schema, progress: bool) -> None:
+    """Fit phase of a fit-then-apply stage: partial states per shard (resumable), reduced on the driver
+    into the artifact that the apply phase reads."""
+    import pickle
+
+    from .dataset import artifact_path
+
+    if artifact_path(out, "fit.json").exists() or any((out / "_artifacts").glob("*")):
+        return  # this run's fit already finished (resume)
+    fit_root = out / "_fit"
+    fit_tasks = [Task(t.index, t.inputs, t.extra + (("phase", "fit"),)) for t in tasks]
+    done = done_shards(fit_root)
+    pending = [t for t in fit_tasks if t.index not in done]
+    _run_tasks(eng, stage, pending, out, schema, progress, total=len(fit_tasks), already=len(fit_tasks) - len(pending),
+               label="fit")
+    states = [pickle.loads((fit_root / f"part-{t.index:05d}.pkl").read_bytes()) for t in fit_tasks]
+    stage.ensure_setup()
+    stage.save_artifact(out, stage.reduce(states))
+
+
 def _run_tasks(eng: Engine, stage: Stage, tasks: list[Task], out: Path, schema, progress: bool,
-               total: int, already: int) -> None:
+               total: int, already: int, label: str = "") -> None:
     if not progress:
         eng.run_tasks(stage, tasks, out, schema)
         return
@@ -123,7 +185,7 @@ def _run_tasks(eng: Engine, stage: Stage, tasks: list[Task], out: Path, schema, 
 
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("shards"), TimeElapsedColumn(), transient=True) as bar:
-        handle = bar.add_task(f"{stage.stage_id} ({eng.name})", total=total, completed=already)
+        handle = bar.add_task(f"{stage.stage_id}{' ' + label if label else ''} ({eng.name})", total=total, completed=already)
         eng.run_tasks(stage, tasks, out, schema, on_done=lambda *_: bar.advance(handle))
 
 
@@ -137,13 +199,15 @@ def run_recipe(recipe, workdir: str | os.PathLike | None = None, engine: str | N
 
     assert isinstance(recipe, Recipe)
     root = Path(workdir or recipe.workdir)
-    root.mkdir(parents=True, exist_ok=True)
     order = recipe.order()
     selected = _select(order, recipe, start, until)
+    check_workdir(root, [s for s in order if s in selected])
+    root.mkdir(parents=True, exist_ok=True)
     engine_name = engine or recipe.engine
     engine_opts = recipe.engine_options.model_copy(update=options or {})
     results: list[StageResult] = []
     run_log: dict[str, Any] = {"recipe": recipe.name, "order": order, "engine": engine_name, "stages": {}}
+    atomic_write_text(root / RUN_LOG, json.dumps(run_log, indent=2))  # first: marks the workdir as Assay's
     for stage_id in order:
         if stage_id not in selected:
             continue
@@ -162,8 +226,27 @@ def run_recipe(recipe, workdir: str | os.PathLike | None = None, engine: str | N
             f"{counts['rows_rejected']:>7} rejected  [{result.manifest['engine']}] {state}")
         results.append(result)
         run_log["stages"][stage_id] = {"skipped": result.skipped, "engine": result.manifest["engine"]}
-    atomic_write_text(root / "_run.json", json.dumps(run_log, indent=2))
+    atomic_write_text(root / RUN_LOG, json.dumps(run_log, indent=2))
     return results
+
+
+RUN_LOG = "_run.json"
+
+
+def check_workdir(root: Path, stage_ids: Sequence[str]) -> None:
+    """A workdir is new, empty, or one Assay made (its run log); every stage folder in it is refused
+    unless it is an Assay dataset. Checked for all stages before any runs, so a refusal touches nothing."""
+    from .dataset import read_json_safe
+
+    if root.exists():
+        if not root.is_dir():
+            raise OutputRefused(f"--workdir {root}: exists and is not a directory")
+        log = read_json_safe(root / RUN_LOG)
+        if any(root.iterdir()) and not (isinstance(log, dict) and "recipe" in log):
+            raise OutputRefused(f"--workdir {root}: exists, is not empty and is not an Assay run directory; "
+                                "refusing to write there (choose a new workdir)")
+    for stage_id in stage_ids:
+        check_output(root / stage_id)
 
 
 def _select(order: list[str], recipe, start: str | None, until: str | None) -> set[str]:

@@ -27,6 +27,11 @@ REJECT_REASON = "reject_reason"
 REJECT_DETAIL = "reject_detail"
 REJECT_STAGE = "reject_stage"
 
+# Lineage of created rows: a one-to-many stage's output carries the id of the row it came from, a
+# many-to-many stage's the ids of all of them.
+PARENT_ID = "parent_id"
+PARENT_IDS = "parent_ids"
+
 
 def doc_id(text: str | None, source: str | None = "", url: str | None = "") -> str:
     """A stable id from content: the same (source, url, text) gives the same id on every run and engine."""

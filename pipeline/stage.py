@@ -1,14 +1,31 @@
-"""Stage kinds, typed params and the registry.
+"""Stage kinds, the stage contract, typed params and the registry.
 
-A stage is a class with a pydantic `Params` model. Three kinds:
+A stage is a class with a pydantic `Params` model. Kinds:
 
 * `MapStage`: a pure function from an Arrow table (a batch of one input shard) to a table in the
   stage's output schema plus a `reject_reason` column (null = kept). Runs unchanged on every engine.
-* `SourceStage`: turns outside files into documents; its tasks are groups of files, not shards.
-* `GlobalStage`: needs the whole dataset (dedup, clustering, calibration); it has one plan per engine.
+* `SourceStage`: turns outside files into documents; its tasks are byte ranges of files.
+* `FitApplyStage`: a global stage in the engine-neutral shape: `fit` maps over shards in parallel,
+  `reduce` merges the partial results on the driver into an artifact, `apply` is a map stage.
+* `GlobalStage`: shuffle-bound work (dedup) with one explicit plan per engine.
+
+What every stage declares (class defaults; a recipe overrides resources, workers and batch_rows):
+
+* `cardinality`: one_to_one, one_to_many (output rows carry `parent_id`) or many_to_many
+  (`parent_ids`). The ledger is checked per shard at commit: every input row is rejected with a
+  reason or is the parent of output rows.
+* `output_kind`: documents (Parquet), tokens (see tokens.py), side (Parquet keyed by `id`, no text)
+  or artifact (files only).
+* `columns`: the columns it adds, with their Arrow types. They make the output schema; writing a
+  column nobody declared is an error.
+* `resources` (cpus, gpus, memory_gb), `workers` (0 = as many as the engine has), `batch_rows`.
+* `requires`: import names of the packages it needs (`assay validate` checks them).
+* `setup()` loads models once per worker; `teardown()` releases them when the stage ends (every
+  engine calls it exactly once per worker per stage).
+* `self.stats` (a Stats): mergeable statistics per shard, merged into the manifest.
 
 Rejected rows travel in the same table as kept rows, marked by `reject_reason`, so one stream goes
-through Spark's mapInArrow or Ray's map_batches and is split only when written.
+through Spark's mapInArrow or Ray and is split only when written.
 """
 from __future__ import annotations
 
@@ -16,16 +33,20 @@ import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from .schema import REJECT_DETAIL, REJECT_REASON, text_bytes
+from .schema import PARENT_ID, PARENT_IDS, REJECT_DETAIL, REJECT_REASON
+from .stats import Stats
 
 if TYPE_CHECKING:
     from .dataset import Counts, Dataset
+
+Cardinality = Literal["one_to_one", "one_to_many", "many_to_many"]
+OutputKind = Literal["documents", "tokens", "side", "artifact"]
 
 
 class Params(BaseModel):
@@ -38,16 +59,27 @@ class NoParams(Params):
     pass
 
 
+class Resources(Params):
+    """What one worker of a stage needs; engines size their pools and requests from it."""
+
+    cpus: float = Field(1, gt=0, description="CPU cores per worker")
+    gpus: float = Field(0, ge=0, description="GPUs per worker (a local worker gets one device each)")
+    memory_gb: float = Field(0, ge=0, description="Memory per worker in GiB (0 = unspecified)")
+
+
 @dataclass(frozen=True)
 class Task:
     """One unit of work, producing exactly one output shard.
 
-    `inputs` are file paths (an input dataset's shard for map stages, raw files for sources).
-    """
+    `inputs` are file paths (an input dataset's shard for map stages, raw files for sources);
+    `extra` carries per-task settings such as a byte range of a large file or the fit phase."""
 
     index: int
     inputs: tuple[str, ...]
     extra: tuple[tuple[str, Any], ...] = ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.extra).get(key, default)
 
 
 class Stage:
@@ -55,33 +87,76 @@ class Stage:
     kind: ClassVar[str] = ""
     Params: ClassVar[type[Params]] = NoParams
     version: ClassVar[str] = "1"  # bump when the stage's output changes for the same params
-    # Columns the stage adds; documented in `assay stages` and used by the report.
-    adds_columns: ClassVar[tuple[str, ...]] = ()
-    # True when setup() loads a model worth keeping warm: Ray then runs the stage in an actor pool.
+    cardinality: ClassVar[Cardinality] = "one_to_one"
+    output_kind: ClassVar[OutputKind] = "documents"
+    # Columns the stage adds, with types: they make the output schema, `assay stages` and the report.
+    columns: ClassVar[dict[str, pa.DataType]] = {}
+    # Class defaults of what a worker needs; a recipe's `resources:`/`workers:`/`batch_rows:` override.
+    resources: Resources = Resources()
+    workers: int = 0
+    batch_rows: int = 5_000
+    # Import names of packages the stage needs beyond Assay's own; `assay validate` checks them.
+    requires: ClassVar[tuple[str, ...]] = ()
+    # True when setup() loads a model worth keeping warm (documentation; every engine keeps stages warm).
     holds_model: ClassVar[bool] = False
+    # Params holding file-system paths (model files, eval sets, tokenizers, input globs): recipes
+    # resolve them against the recipe's directory and the CLI against the current directory.
+    path_params: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, params: Params | dict | None = None, stage_id: str | None = None):
+    def __init__(self, params: Params | dict | None = None, stage_id: str | None = None,
+                 resources: Resources | dict | None = None, workers: int | None = None,
+                 batch_rows: int | None = None):
         if params is None:
             params = {}
         self.params = params if isinstance(params, self.Params) else self.Params.model_validate(params)
         self.stage_id = stage_id or self.name
+        if resources is not None:
+            base = type(self).resources.model_dump()
+            given = resources.model_dump(exclude_unset=True) if isinstance(resources, Resources) else resources
+            self.resources = Resources.model_validate({**base, **given})
+        if workers is not None:
+            self.workers = workers
+        if batch_rows is not None:
+            self.batch_rows = batch_rows
+        self.stats = Stats()
         self._ready = False
 
     # Lazy, once-per-worker initialisation (models, compiled regexes, ...).
     def setup(self) -> None:
         pass
 
+    def teardown(self) -> None:
+        """Release what setup() loaded. Called once per worker when the stage ends."""
+
     def ensure_setup(self) -> None:
         if not self._ready:
             self.setup()
             self._ready = True
 
+    def close(self) -> None:
+        if self._ready:
+            self.teardown()
+            self._ready = False
+
+    def overrides(self) -> dict[str, Any]:
+        """Per-recipe settings that differ from the class defaults (shipped to workers)."""
+        out: dict[str, Any] = {}
+        cls = type(self)
+        if self.resources != cls.resources:
+            out["resources"] = self.resources.model_dump()
+        if self.workers != cls.workers:
+            out["workers"] = self.workers
+        if self.batch_rows != cls.batch_rows:
+            out["batch_rows"] = self.batch_rows
+        return out
+
     def __getstate__(self) -> dict:
-        # Ship params, never loaded models: workers call setup() themselves.
-        return {"params": self.params.model_dump(mode="json"), "stage_id": self.stage_id}
+        # Ship params and settings, never loaded models: workers call setup() themselves.
+        return {"params": self.params.model_dump(mode="json"), "stage_id": self.stage_id, **self.overrides()}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["params"], state["stage_id"])
+        state = dict(state)
+        self.__init__(state.pop("params"), state.pop("stage_id"), **state)
 
     @classmethod
     def ref(cls) -> str:
@@ -90,14 +165,52 @@ class Stage:
     def params_json(self) -> str:
         return json.dumps(self.params.model_dump(mode="json"), sort_keys=True)
 
+    def lineage_columns(self) -> dict[str, pa.DataType]:
+        if self.cardinality == "one_to_many":
+            return {PARENT_ID: pa.string()}
+        if self.cardinality == "many_to_many":
+            return {PARENT_IDS: pa.list_(pa.string())}
+        return {}
+
     def output_schema(self, input_schemas: Sequence[pa.Schema]) -> pa.Schema:
-        """Schema of kept rows; default: the (unified) input schema, i.e. a filter."""
-        return pa.unify_schemas(list(input_schemas), promote_options="permissive")
+        """Schema of kept rows: the (unified) inputs plus the declared columns (replacing same names)."""
+        schema = pa.unify_schemas(list(input_schemas), promote_options="permissive") if input_schemas else pa.schema([])
+        return add_columns(schema, {**self.columns, **self.lineage_columns()})
+
+    def open_writer(self, out_root: Path, task: Task, schema: pa.Schema):
+        """The writer of one task's shard; the output kind decides which."""
+        from .dataset import ShardWriter
+
+        return ShardWriter(out_root, task.index, schema, self.stage_id, self.cardinality)
+
+    def check(self) -> list[str]:
+        """Problems found without running (missing packages); `assay validate` prints them."""
+        import importlib.util
+
+        problems = []
+        for module in self.requires:
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                problems.append(f"stage {self.stage_id!r} needs the Python package {module!r}, which is not installed")
+        return problems
+
+
+def add_columns(schema: pa.Schema, columns: dict[str, pa.DataType]) -> pa.Schema:
+    """`schema` with each column added at the end; an existing column of that name keeps its place
+    and takes the declared type."""
+    for name, typ in columns.items():
+        if name in schema.names:
+            schema = schema.set(schema.get_field_index(name), pa.field(name, typ))
+        else:
+            schema = schema.append(pa.field(name, typ))
+    return schema
 
 
 class MapStage(Stage):
     kind = "map"
-    batch_rows: ClassVar[int] = 5_000
 
     def process(self, table: pa.Table) -> pa.Table:
         """Return the batch in the output schema plus a `reject_reason` column (null = kept)."""
@@ -108,25 +221,40 @@ class MapStage(Stage):
         paths = [str(p) for ds in inputs for p in ds.shards()]
         return [Task(i, (p,)) for i, p in enumerate(paths)]
 
-    def run_task(self, task: Task, counts: "Counts") -> Iterator[pa.Table]:
+    def read_batches(self, task: Task, writer) -> Iterator[pa.Table]:
         import pyarrow.parquet as pq
 
-        self.ensure_setup()
+        from .schema import text_bytes
+
+        note = getattr(writer, "note_inputs", None)
         for path in task.inputs:
             for batch in pq.ParquetFile(path).iter_batches(batch_size=self.batch_rows):
                 table = pa.Table.from_batches([batch])
-                counts.rows_in += table.num_rows
-                counts.bytes_in += text_bytes(table)
-                yield self.process(table)
+                if note is not None:
+                    note(table)
+                else:  # a bare Counts (tests, notebooks)
+                    writer.rows_in += table.num_rows
+                    writer.bytes_in += text_bytes(table)
+                yield table
+
+    def run_task(self, task: Task, writer) -> Iterator[Any]:
+        self.ensure_setup()
+        for table in self.read_batches(task, writer):
+            yield self.process(table)
 
 
 class SourceStage(Stage):
-    """Reads outside files into documents. Params must have `paths` (globs); tasks group files."""
+    """Reads outside files into documents. Params must have `paths` (globs).
+
+    Tasks are bounded: files smaller than `task_bytes` are grouped (up to `files_per_task`), and a
+    reader that can split a file (`splittable`, e.g. JSON Lines) gets byte ranges of about
+    `task_bytes` each, so one 400 MB file spreads over every core. The split points depend only on
+    the file sizes, so tasks are the same on every run and engine."""
 
     kind = "source"
     files_per_task: ClassVar[int] = 1
-    # Params holding file-system paths: recipes resolve them against the recipe's directory and the
-    # CLI against the current directory, so workers with another working directory see the same files.
+    task_bytes: ClassVar[int] = 64 * 1024 * 1024
+    splittable: ClassVar[bool] = False  # read_file honours (start, end) byte ranges
     path_params: ClassVar[tuple[str, ...]] = ("paths",)
 
     def input_files(self) -> list[str]:
@@ -141,39 +269,159 @@ class SourceStage(Stage):
         return self._matched
 
     def tasks(self, inputs: Sequence["Dataset"] = ()) -> list[Task]:
+        import os
+
+        from .errors import UserError
+
         files = self.matched_files()
         if not files:
-            raise FileNotFoundError(f"stage {self.stage_id!r}: no input files match {self.params.paths}")
-        step = self.files_per_task
-        return [Task(i, tuple(files[j : j + step])) for i, j in enumerate(range(0, len(files), step))]
+            raise UserError(f"stage {self.stage_id!r}: no input files match {self.params.paths}")
+        tasks: list[Task] = []
+        group: list[str] = []
+        group_bytes = 0
+
+        def flush() -> None:
+            nonlocal group, group_bytes
+            if group:
+                tasks.append(Task(len(tasks), tuple(group)))
+            group, group_bytes = [], 0
+
+        for path in files:
+            size = os.path.getsize(path)
+            if self.splittable and size > self.task_bytes and _plain(path):
+                flush()
+                pieces = -(-size // self.task_bytes)
+                step = -(-size // pieces)
+                for start in range(0, size, step):
+                    tasks.append(Task(len(tasks), (path,), (("range", (start, min(start + step, size))),)))
+                continue
+            if len(group) >= self.files_per_task or (group and group_bytes + size > self.task_bytes):
+                flush()
+            group.append(path)
+            group_bytes += size
+        flush()
+        return tasks
 
     def output_schema(self, input_schemas: Sequence[pa.Schema] = ()) -> pa.Schema:
         from .schema import DOC_SCHEMA
 
-        return DOC_SCHEMA
+        return add_columns(DOC_SCHEMA, self.columns)
 
-    def read_file(self, path: str) -> Iterator[pa.Table]:
-        """Yield document tables (with `reject_reason` where a record is bad) for one file."""
+    def read_file(self, path: str, byte_range: tuple[int, int] | None = None) -> Iterator[pa.Table]:
+        """Yield document tables (with `reject_reason` where a record is bad) for one file, or for
+        the records that start inside `byte_range` when the reader is splittable."""
         raise NotImplementedError
 
-    def run_task(self, task: Task, counts: "Counts") -> Iterator[pa.Table]:
+    def run_task(self, task: Task, writer) -> Iterator[pa.Table]:
         import os
 
         self.ensure_setup()
+        counts = getattr(writer, "counts", writer)  # a shard writer, or a bare Counts (tests, notebooks)
+        byte_range = task.get("range")
         for path in task.inputs:
             try:
-                counts.bytes_in += os.path.getsize(path)
+                size = os.path.getsize(path)
+                counts.bytes_in += (byte_range[1] - byte_range[0]) if byte_range else size
             except OSError:
                 pass
-            for table in self.read_file(path):
+            tables = self.read_file(path, byte_range) if byte_range else self.read_file(path)
+            for table in tables:
                 counts.rows_in += table.num_rows
                 yield table
 
 
+def _plain(path: str) -> bool:
+    """Byte ranges need an uncompressed file (a compressed stream cannot be entered mid-way)."""
+    return not path.endswith((".gz", ".zst", ".zstd", ".bz2", ".xz"))
+
+
+class FitApplyStage(MapStage):
+    """A global stage that runs on any engine: fit over shards in parallel, reduce on the driver,
+    apply as a map stage.
+
+    Implement `fit(table, state) -> state` (called per batch; state starts as None), `reduce(states)
+    -> artifact` (partial states in shard order; must be deterministic), and `apply(table,
+    artifact) -> table`. The artifact is saved as JSON in the output's `_artifacts/fit.json`
+    (override save_artifact/load_artifact for other formats). Partial states are pickled per shard
+    under `_fit/`, so a killed fit resumes shard by shard."""
+
+    kind = "fit_apply"
+
+    def fit(self, table: pa.Table, state: Any) -> Any:
+        raise NotImplementedError
+
+    def reduce(self, states: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def apply(self, table: pa.Table, artifact: Any) -> pa.Table:
+        raise NotImplementedError
+
+    def save_artifact(self, out_root: Path, artifact: Any) -> None:
+        from .dataset import write_artifact
+
+        write_artifact(out_root, "fit.json", artifact)
+
+    def load_artifact(self, out_root: Path) -> Any:
+        from .dataset import artifact_path
+
+        return json.loads(artifact_path(out_root, "fit.json").read_text())
+
+    def open_writer(self, out_root: Path, task: Task, schema: pa.Schema):
+        if task.get("phase") == "fit":
+            return PartialWriter(out_root, task.index)
+        if getattr(self, "_artifact_root", None) != str(out_root):  # once per worker and output
+            self.artifact = self.load_artifact(out_root)
+            self._artifact_root = str(out_root)
+        return super().open_writer(out_root, task, schema)
+
+    def run_task(self, task: Task, writer) -> Iterator[Any]:
+        self.ensure_setup()
+        if task.get("phase") == "fit":
+            state = None
+            for table in self.read_batches(task, writer):
+                state = self.fit(table, state)
+            yield state
+            return
+        for table in self.read_batches(task, writer):
+            yield self.apply(table, self.artifact)
+
+    def process(self, table: pa.Table) -> pa.Table:
+        return self.apply(table, self.artifact)
+
+
+class PartialWriter:
+    """Holds one shard's fit state; committed as a pickle under `_fit/` with a marker."""
+
+    def __init__(self, out_root: Path, index: int):
+        from .dataset import Counts, ShardFiles
+
+        self.root = Path(out_root) / "_fit"
+        self.files = ShardFiles(self.root, index)
+        self.counts = Counts()
+        self.state: Any = None
+
+    def note_inputs(self, table: pa.Table) -> None:
+        self.counts.rows_in += table.num_rows
+        self.counts.rows_out += table.num_rows  # fit reads every row; nothing is rejected
+
+    def write(self, state: Any) -> None:
+        self.state = state
+
+    def commit(self):
+        import pickle
+
+        self.files.temp(f"part-{self.files.index:05d}.pkl").write_bytes(pickle.dumps(self.state, protocol=5))
+        self.files.commit(self.counts)
+        return self.counts
+
+    def abort(self) -> None:
+        self.files.abort()
+
+
 class GlobalStage(Stage):
-    """A stage that needs the whole dataset. Implement `run_local`; add `run_spark` / `run_ray` when a
-    distributed plan earns its place. The runner falls back to the local plan (and records that in
-    the manifest) when the requested engine has no plan."""
+    """Shuffle-bound work that needs the whole dataset at once. Implement `run_local`; add
+    `run_spark` / `run_ray` for the cluster engines. A cluster engine without a plan falls back to the
+    local plan with a printed warning, recorded in the manifest."""
 
     kind = "global"
 
@@ -233,34 +481,28 @@ def set_column(table: pa.Table, name: str, values: Any, type: pa.DataType | None
 # ---- registry ----------------------------------------------------------------------------------
 
 _REGISTRY: dict[str, type[Stage]] = {}
-
-# Modules whose import registers the built-in stages. Later stage families append here.
-BUILTIN_MODULES = [
-    "assay.pipeline.readers",
-    "assay.filters.basic",
-    "assay.extractors",
-    "assay.dedup",
-]
+_ALIASES: dict[str, str] = {}  # old names that recipes may still use -> current names
 
 
-def register(name: str):
+def register(name: str, aliases: Sequence[str] = ()):
+    """Register a stage class as `family.stage`; the family part is its CLI group."""
+
     def deco(cls: type[Stage]) -> type[Stage]:
         if name in _REGISTRY and _REGISTRY[name] is not cls:
             raise ValueError(f"stage name {name!r} registered twice")
         cls.name = name
         _REGISTRY[name] = cls
+        for alias in aliases:
+            _ALIASES[alias] = name
         return cls
 
     return deco
 
 
-def load_builtin_stages() -> None:
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
-
-
 def registry() -> dict[str, type[Stage]]:
-    load_builtin_stages()
+    from .families import load_families
+
+    load_families()
     return dict(sorted(_REGISTRY.items()))
 
 
@@ -275,6 +517,7 @@ def resolve_stage(uses: str) -> type[Stage]:
             raise TypeError(f"{uses} is not a Stage class")
         return obj
     stages = registry()
+    uses = _ALIASES.get(uses, uses)
     if uses not in stages:
         import difflib
 

@@ -50,9 +50,9 @@ def test_shard_writer_splits_rejects_counts_and_commits_atomically(tmp_path):
 def test_finalize_refuses_an_unbalanced_ledger(tmp_path):
     writer = ShardWriter(tmp_path, 0, DOC_SCHEMA, "x")
     writer.add_input(5, 0)  # 5 in, but nothing written: 5 rows vanished
-    writer.commit()
     with pytest.raises(RuntimeError, match="does not balance"):
-        finalize(tmp_path, {"stage": "x"}, 1)
+        writer.commit()  # checked per shard, before anything is renamed into place
+    assert not list(tmp_path.glob("part-*")) and done_shards(tmp_path) == {}
 
 
 def test_finalize_requires_every_shard(tmp_path):

@@ -2,18 +2,19 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 from pydantic import Field
 
-from ..dataset import ShardWriter
 from ..stage import Params, Stage, Task
+from ..stats import Stats
 
 
 class EngineOptions(Params):
-    workers: int = Field(0, description="Parallel tasks (local processes, Ray actors); 0 = all cores")
+    workers: int = Field(0, ge=0, description="Parallel tasks (local processes, Ray actors); 0 = all cores")
     spark_master: str = Field("local[*]", description="Spark master URL, e.g. spark://127.0.0.1:7077")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings")
     ray_address: str | None = Field(None, description="Ray cluster address (host:port); default: start a local Ray")
@@ -23,7 +24,30 @@ class EngineOptions(Params):
         return self.workers or os.cpu_count() or 1
 
 
-# One live instance per (stage class, params) in each worker process: models load once per worker.
+def stage_workers(stage: Stage, options: EngineOptions, tasks: int) -> int:
+    """How many workers a stage gets: its own `workers` cap, the engine's, the GPUs it asks for."""
+    n = options.worker_count()
+    if stage.workers:
+        n = min(n, stage.workers)
+    if stage.resources.gpus:
+        n = min(n, max(1, int(gpu_count() // stage.resources.gpus)))
+    return max(1, min(n, tasks))
+
+
+def gpu_count() -> int:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip()])
+    try:
+        import torch  # only when a stage asks for GPUs
+
+        return torch.cuda.device_count()
+    except ImportError:
+        return 0
+
+
+# One live instance per stage in each worker process: models load once per worker, and the cache is
+# emptied (teardown called) when the stage ends, so a model never outlives its stage.
 _WORKER_STAGES: dict[tuple[str, str, str], Stage] = {}
 
 
@@ -36,13 +60,26 @@ def worker_stage(stage: Stage) -> Stage:
     return cached
 
 
+def teardown_worker_stages() -> int:
+    """Tear down every stage this worker holds; returns how many were torn down."""
+    stages = list(_WORKER_STAGES.values())
+    _WORKER_STAGES.clear()
+    for stage in stages:
+        stage.close()
+    return len(stages)
+
+
 def execute_task(stage: Stage, task: Task, out_root: str, schema: pa.Schema) -> dict:
     """Run one task to one committed shard and return its ledger. Identical on every engine."""
     stage = worker_stage(stage)
-    writer = ShardWriter(Path(out_root), task.index, schema, stage.stage_id)
+    stage.stats = Stats()
+    started = time.perf_counter()
+    writer = stage.open_writer(Path(out_root), task, schema)
     try:
-        for table in stage.run_task(task, writer.counts):
-            writer.write(table)
+        for item in stage.run_task(task, writer):
+            writer.write(item)
+        writer.files.stats = stage.stats.to_json()
+        writer.files.seconds = time.perf_counter() - started
         return writer.commit().to_json()
     except BaseException:
         writer.abort()

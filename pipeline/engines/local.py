@@ -1,10 +1,16 @@
 """The embedded default: a pool of worker processes over shards, no services, bounded memory
-(each worker streams one shard at a time in row-group batches)."""
+(each worker streams one shard at a time in row-group batches).
+
+Each stage gets its own pool, sized by the stage (`workers`, GPUs asked for) and shut down when the
+stage ends: every worker then runs the stage's teardown() once and exits, so a model loaded by one
+stage is gone before the next starts. Workers die with the driver (a parent-death signal), so a
+killed `assay` leaves no process behind."""
 from __future__ import annotations
 
 import multiprocessing as mp
-from collections import deque
 import os
+import signal
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -12,7 +18,33 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 
 from ..stage import Stage, Task
-from .base import Engine, EngineOptions, execute_task
+from .base import Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _init_worker(gpu_slots: Any) -> None:
+    from multiprocessing import util
+
+    die_with_parent()
+    # Ctrl-C is the driver's to handle: it cancels the pool; a worker only stops when told.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if gpu_slots is not None:  # one GPU per worker: take the next free device index
+        with gpu_slots.get_lock():
+            device = gpu_slots.value
+            gpu_slots.value += 1
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+    # Runs when the worker exits at pool shutdown: the stage's teardown(), once per worker.
+    util.Finalize(None, teardown_worker_stages, exitpriority=10)
 
 
 class LocalEngine(Engine):
@@ -20,27 +52,31 @@ class LocalEngine(Engine):
 
     def __init__(self, options: EngineOptions):
         super().__init__(options)
-        self._pool: ProcessPoolExecutor | None = None
 
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            ctx = mp.get_context(os.environ.get("ASSAY_MP_START", "forkserver"))
-            if ctx.get_start_method() == "forkserver":
-                ctx.set_forkserver_preload(["pyarrow", "assay.pipeline.engines.base"])
-            self._pool = ProcessPoolExecutor(max_workers=self.options.worker_count(), mp_context=ctx)
-        return self._pool
+    def _pool(self, workers: int, stage: Stage) -> ProcessPoolExecutor:
+        ctx = mp.get_context(os.environ.get("ASSAY_MP_START", "forkserver"))
+        if ctx.get_start_method() == "forkserver":
+            ctx.set_forkserver_preload(["pyarrow", "assay.pipeline.engines.base"])
+        slots = ctx.Value("i", 0) if stage.resources.gpus else None
+        return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(slots,))
 
     def run_tasks(self, stage: Stage, tasks: Sequence[Task], out_root: Path, schema: pa.Schema,
                   on_done: Callable[[int, dict], Any] | None = None) -> None:
-        if self.options.worker_count() <= 1 or len(tasks) <= 1:
-            for task in tasks:  # in-process: no pickling, no pool start-up
-                counts = execute_task(stage, task, str(out_root), schema)
-                if on_done:
-                    on_done(task.index, counts)
+        if not tasks:
             return
-        pool = self._executor()
+        workers = stage_workers(stage, self.options, len(tasks))
+        if workers <= 1:
+            try:  # in-process: no pickling, no pool start-up
+                for task in tasks:
+                    counts = execute_task(stage, task, str(out_root), schema)
+                    if on_done:
+                        on_done(task.index, counts)
+            finally:
+                teardown_worker_stages()
+            return
+        pool = self._pool(workers, stage)
         # Keep at most 2 tasks per worker in flight so a huge task list never sits in memory as futures.
-        limit = 2 * self.options.worker_count()
+        limit = 2 * workers
         pending: dict[Any, Task] = {}
         queue = deque(tasks)
         try:
@@ -57,12 +93,23 @@ class LocalEngine(Engine):
         except BaseException:
             for future in pending:
                 future.cancel()
+            _stop_workers(pool)
             raise
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        pool.shutdown(wait=True)
 
     def describe(self) -> str:
         return f"local[{self.options.worker_count()}]"
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """On an interrupt or a failure: end the workers now; their uncommitted shards stay temp files,
+    which the rerun removes."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in processes:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()

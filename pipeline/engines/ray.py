@@ -1,28 +1,32 @@
-"""Ray engine: Ray Data `map_batches` over the task list with an actor pool, so a stage that holds a
-model loads it once per actor. A local Ray by default, any cluster by address."""
+"""Ray engine: a pool of Ray actors per stage, each running whole tasks (one input shard to one output
+shard) with the stage's resources (`num_cpus`, `num_gpus`, memory). An actor keeps the stage (and
+whatever its setup() loaded) warm across tasks; the pool grows while tasks wait and the cluster has
+room, up to the stage's worker count; when the stage ends each actor runs teardown() once and is
+killed. A local Ray by default, any cluster by address."""
 from __future__ import annotations
 
-import json
 import os
+from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 
 from ..stage import Stage, Task
-from .base import Engine, EngineOptions, execute_task
+from .base import Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages
 
 
-class _TaskRunner:
-    """Ray actor: keeps the stage (and whatever its setup() loaded) alive across tasks."""
+class _StageActor:
+    """One worker of one stage."""
 
-    def __init__(self, stage: Stage, tasks: dict[int, Task], out_root: str, schema: pa.Schema):
-        self.stage, self.tasks, self.out_root, self.schema = stage, tasks, out_root, schema
+    def __init__(self, stage: Stage, out_root: str, schema: pa.Schema):
+        self.stage, self.out_root, self.schema = stage, out_root, schema
 
-    def __call__(self, batch: dict) -> dict:
-        indexes = [int(i) for i in batch["index"]]
-        counts = [json.dumps(execute_task(self.stage, self.tasks[i], self.out_root, self.schema)) for i in indexes]
-        return {"index": indexes, "counts": counts}
+    def run(self, task: Task) -> dict:
+        return execute_task(self.stage, task, self.out_root, self.schema)
+
+    def teardown(self) -> int:
+        return teardown_worker_stages()
 
 
 class RayEngine(Engine):
@@ -39,7 +43,8 @@ class RayEngine(Engine):
                          ignore_reinit_error=True)
             else:
                 # address="local": always a fresh private instance, never a cluster someone else started
-                ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=options.worker_count(), include_dashboard=False, log_to_driver=False,
+                ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=options.worker_count(),
+                         include_dashboard=False, log_to_driver=False,
                          object_store_memory=options.ray_object_store_mb * 1024 * 1024, ignore_reinit_error=True)
         import logging
 
@@ -48,33 +53,52 @@ class RayEngine(Engine):
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
         self.ray = ray
+        self.teardowns = 0  # teardown() calls made by the last stage's actors (tests read it)
+
+    def _actor_class(self, stage: Stage):
+        res = stage.resources
+        opts: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_concurrency": 1}
+        if res.memory_gb:
+            opts["memory"] = int(res.memory_gb * 1024 ** 3)
+        return self.ray.remote(**opts)(_StageActor)
+
+    def _has_room(self, stage: Stage) -> bool:
+        free = self.ray.available_resources()
+        res = stage.resources
+        return free.get("CPU", 0) >= res.cpus and free.get("GPU", 0) >= res.gpus
 
     def run_tasks(self, stage: Stage, tasks: Sequence[Task], out_root: Path, schema: pa.Schema,
                   on_done: Callable[[int, dict], Any] | None = None) -> None:
         if not tasks:
             return
-        import logging
-
-        by_index = {t.index: t for t in tasks}
-        items = self.ray.data.from_items([{"index": t.index} for t in tasks], override_num_blocks=len(tasks))
-        if stage.holds_model:
-            # An actor pool: each actor runs setup() (loads the model) once and serves many shards.
-            actors = max(1, min(len(tasks), self.options.worker_count()))
-            mapped = items.map_batches(_TaskRunner, fn_constructor_args=(stage, by_index, str(out_root), schema),
-                                       batch_size=1, batch_format="numpy", num_cpus=1,
-                                       compute=self.ray.data.ActorPoolStrategy(size=actors))
-        else:
-            # Stateless stages run as plain Ray tasks, which reuse warm worker processes.
-            mapped = items.map_batches(_TaskRunner(stage, by_index, str(out_root), schema),
-                                       batch_size=1, batch_format="numpy", num_cpus=1)
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
-        results = mapped.take_all()
-        for row in results:
-            if on_done:
-                on_done(int(row["index"]), json.loads(row["counts"]))
-
-    def close(self) -> None:
-        pass  # the Ray instance is shared for the process; `ray.shutdown()` at exit
+        ray = self.ray
+        max_actors = stage_workers(stage, self.options, len(tasks))
+        actor_cls = self._actor_class(stage)
+        actors: list[Any] = []
+        idle: deque = deque()
+        running: dict[Any, tuple[Any, Task]] = {}
+        queue = deque(tasks)
+        try:
+            while queue or running:
+                # Grow the pool while work waits and the cluster has room (always at least one actor).
+                while queue and not idle and len(actors) < max_actors and (not actors or self._has_room(stage)):
+                    actor = actor_cls.remote(stage, str(out_root), schema)
+                    actors.append(actor)
+                    idle.append(actor)
+                while queue and idle:
+                    actor, task = idle.popleft(), queue.popleft()
+                    running[actor.run.remote(task)] = (actor, task)
+                done, _ = ray.wait(list(running), num_returns=1)
+                for ref in done:
+                    actor, task = running.pop(ref)
+                    counts = ray.get(ref)
+                    idle.append(actor)
+                    if on_done:
+                        on_done(task.index, counts)
+            self.teardowns = sum(ray.get([a.teardown.remote() for a in actors]))
+        finally:
+            for actor in actors:
+                ray.kill(actor)
 
     def describe(self) -> str:
         return f"ray[{self.options.ray_address or 'local'}]"

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Sequence
 import pyarrow as pa
 
 from ..stage import Stage, Task
-from .base import Engine, EngineOptions, execute_task
+from .base import Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages
 
 _SESSION = None
 
@@ -92,15 +92,23 @@ class SparkEngine(Engine):
         root = str(out_root)
 
         def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for batch in batches:
-                for index in batch.column("index").to_pylist():
-                    counts = execute_task(stage, by_index[index], root, schema)
-                    yield pa.RecordBatch.from_arrays([pa.array([index], pa.int64()), pa.array([json.dumps(counts)])],
-                                                     names=["index", "counts"])
+            # Spark reuses Python workers across stages: tear the stage down when the partition ends.
+            try:
+                for batch in batches:
+                    for index in batch.column("index").to_pylist():
+                        counts = execute_task(stage, by_index[index], root, schema)
+                        yield pa.RecordBatch.from_arrays([pa.array([index], pa.int64()), pa.array([json.dumps(counts)])],
+                                                         names=["index", "counts"])
+            finally:
+                teardown_worker_stages()
 
-        rdd = self.spark.sparkContext.parallelize([(t.index,) for t in tasks], numSlices=len(tasks))
+        # One partition per task keeps shards independent; a stage's `workers` caps concurrency by
+        # grouping tasks into that many partitions.
+        slices = len(tasks) if not stage.workers else stage_workers(stage, self.options, len(tasks))
+        rdd = self.spark.sparkContext.parallelize([(t.index,) for t in tasks], numSlices=slices)
         frame = self.spark.createDataFrame(rdd, "index int")
-        for row in frame.mapInArrow(run_partition, "index long, counts string").collect():
+        # toLocalIterator hands results back as partitions finish, so progress advances per shard.
+        for row in frame.mapInArrow(run_partition, "index long, counts string").toLocalIterator(prefetchPartitions=True):
             if on_done:
                 on_done(row["index"], json.loads(row["counts"]))
 

@@ -1,0 +1,78 @@
+"""Stage families plug in from their own packages; `pipeline/` names none of them.
+
+A family is a package listed under the entry-point group `assay.families` (Assay's own families are
+listed in pyproject.toml; a third-party package lists itself the same way). The entry point's name is
+the family's CLI group (`assay <family> ...`). Importing the package registers its stages; the
+package may also define:
+
+* `register_commands(cli: click.Group)`: commands not shaped like a stage (`assay mix plan ...`);
+* `REPORT_SECTIONS`: "module:function" references, each `function(run_dir, stages) -> html | None`,
+  imported only when a report is written.
+
+`ASSAY_FAMILIES` (comma-separated `name=module` pairs) adds families without installing anything,
+for notebooks and tests.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from importlib import metadata
+from types import ModuleType
+
+ENTRY_POINT_GROUP = "assay.families"
+CORE_MODULES = ("assay.pipeline.readers",)  # the core's own readers (read.jsonl, read.text, ...)
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    module: ModuleType
+
+    @property
+    def package(self) -> str:
+        return self.module.__name__
+
+    def report_sections(self) -> list[str]:
+        return list(getattr(self.module, "REPORT_SECTIONS", ()))
+
+    def register_commands(self, cli) -> None:
+        hook = getattr(self.module, "register_commands", None)
+        if hook is not None:
+            hook(cli)
+
+
+_LOADED: dict[str, Family] | None = None
+
+
+def _declared() -> list[tuple[str, str]]:
+    pairs = [(ep.name, ep.value) for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)]
+    for item in filter(None, os.environ.get("ASSAY_FAMILIES", "").split(",")):
+        name, _, module = item.partition("=")
+        pairs.append((name.strip(), module.strip()))
+    return pairs
+
+
+def load_families(reload: bool = False) -> dict[str, Family]:
+    """Import every family once per process (registering its stages) and return them by name."""
+    global _LOADED
+    if _LOADED is not None and not reload:
+        return _LOADED
+    for module in CORE_MODULES:
+        importlib.import_module(module)
+    found: dict[str, Family] = {}
+    for name, module_name in sorted(set(_declared())):
+        if name in found and found[name].package != module_name:
+            raise ValueError(f"two families are called {name!r}: {found[name].package} and {module_name}")
+        found[name] = Family(name, importlib.import_module(module_name))
+    _LOADED = found
+    return found
+
+
+def family_of(stage_cls) -> str | None:
+    """The family whose package defines a stage class (None for the core's own stages)."""
+    module = stage_cls.__module__
+    for family in load_families().values():
+        if module == family.package or module.startswith(family.package + "."):
+            return family.name
+    return None

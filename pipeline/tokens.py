@@ -1,0 +1,185 @@
+"""Token shards: the output kind the mixer writes and the trainer reads.
+
+A token dataset is a directory like a document dataset (`_shards/` markers, `_manifest.json` last),
+whose shards are three files each::
+
+    part-00000.tokens       token ids, little-endian uint16 (vocab < 65,536) or uint32, no header;
+                            `seq_len` > 0: packed rows of exactly seq_len tokens (shape rows x seq_len);
+                            `seq_len` = 0: one flat stream of documents
+    part-00000.mask         uint8 per token, bit flags (below); same length as the tokens
+    part-00000.docs.parquet one row per document piece: row, start, length, prefix_length, doc_id,
+                            source, content_type, bytes, ... (whatever else the writer adds)
+
+Raw little-endian arrays are what `np.memmap` (and Megatron-style loaders) read without a copy; the
+layout (dtype, seq_len, special ids, tokenizer hash) lives in the manifest's `tokens` entry, so a
+reader never guesses. Mask flags instead of a 0/1 mask let one set of shards serve training with loss
+on the metadata prefix, with the prefix masked, and without it (the trainer decides per step).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .dataset import MANIFEST, SHARDS_DIR, Counts, ShardFiles, read_json
+
+# Mask bits. A token is a training target when LOSS is set; META marks the metadata prefix (the
+# trainer chooses to train on it, mask it, or drop it); PAD marks padding (never a target).
+LOSS = 1
+META = 2
+PAD = 4
+
+TOKENS_SUFFIX = ".tokens"
+MASK_SUFFIX = ".mask"
+DOCS_SUFFIX = ".docs.parquet"
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype("<u2") if vocab_size <= 65_536 else np.dtype("<u4")
+
+
+@dataclass(frozen=True)
+class TokenLayout:
+    """What a reader must know to interpret the shard bytes; stored in the manifest as `tokens`."""
+
+    vocab_size: int
+    seq_len: int  # 0 = flat stream
+    bos_id: int | None = None
+    eos_id: int | None = None
+    pad_id: int | None = None
+    tokenizer: str | None = None  # file name inside the dataset directory (e.g. tokenizer.json)
+    tokenizer_sha256: str | None = None
+
+    @property
+    def dtype(self) -> np.dtype:
+        return token_dtype(self.vocab_size)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__, dtype=self.dtype.str)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TokenLayout":
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def shard_stem(index: int) -> str:
+    return f"part-{index:05d}"
+
+
+class TokenShardWriter:
+    """Writes one token shard: tokens, mask and doc index stream to temp files, renamed on commit.
+
+    `write(tokens, mask, docs)` appends rows (2-D arrays for packed layouts, 1-D for streams) and
+    their document-index rows. Counts are the caller's ledger (documents in/used/rejected)."""
+
+    def __init__(self, root: Path, index: int, layout: TokenLayout, stage_id: str = ""):
+        self.root = Path(root)
+        self.index = index
+        self.layout = layout
+        self.stage_id = stage_id
+        self.counts = Counts()
+        stem = shard_stem(index)
+        self.files = ShardFiles(self.root, index)
+        self._tok = self.files.open_binary(stem + TOKENS_SUFFIX)
+        self._mask = self.files.open_binary(stem + MASK_SUFFIX)
+        self._docs_path = self.files.temp(stem + DOCS_SUFFIX)
+        self._docs: pq.ParquetWriter | None = None
+        self.n_tokens = 0
+        self.n_loss = 0
+
+    def write(self, tokens: np.ndarray, mask: np.ndarray, docs: pa.Table | None = None) -> None:
+        tokens = np.ascontiguousarray(tokens)
+        mask = np.ascontiguousarray(mask, dtype=np.uint8)
+        if tokens.shape != mask.shape:
+            raise ValueError(f"tokens {tokens.shape} and mask {mask.shape} differ in shape")
+        if self.layout.seq_len and (tokens.ndim != 2 or tokens.shape[1] != self.layout.seq_len):
+            raise ValueError(f"packed shards take rows of seq_len={self.layout.seq_len}; got shape {tokens.shape}")
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= self.layout.vocab_size):
+            raise ValueError(f"token id out of range [0, {self.layout.vocab_size})")
+        self._tok.write(tokens.astype(self.layout.dtype, copy=False).tobytes())
+        self._mask.write(mask.tobytes())
+        self.n_tokens += tokens.size
+        self.n_loss += int(np.count_nonzero(mask & LOSS))
+        if docs is not None and docs.num_rows:
+            if self._docs is None:
+                self._docs = pq.ParquetWriter(self._docs_path, docs.schema, compression="zstd")
+            self._docs.write_table(docs)
+
+    def commit(self) -> Counts:
+        if self._docs is None:  # an empty index still has a schema
+            self._docs = pq.ParquetWriter(self._docs_path, DOC_INDEX_SCHEMA, compression="zstd")
+        self._docs.close()
+        self.files.commit(self.counts, extra={"tokens": self.n_tokens, "loss_tokens": self.n_loss})
+        return self.counts
+
+    def abort(self) -> None:
+        if self._docs is not None:
+            self._docs.close()
+        self.files.abort()
+
+
+# The columns every doc index has; writers may add more (meta, fim, part, ...).
+DOC_INDEX_SCHEMA = pa.schema([
+    pa.field("row", pa.int64()),          # packed: the row; stream: 0
+    pa.field("start", pa.int64()),        # offset of the piece's first token in its row (or stream)
+    pa.field("length", pa.int64()),       # tokens of this piece, prefix included
+    pa.field("prefix_length", pa.int64()),  # of which metadata prefix tokens
+    pa.field("doc_id", pa.string()),
+    pa.field("source", pa.string()),
+    pa.field("content_type", pa.string()),
+    pa.field("bytes", pa.int64()),        # UTF-8 bytes of the document text in this piece (for bits-per-byte)
+])
+
+
+class TokenDataset:
+    """Read side: memory-mapped tokens and masks per shard, the doc index, the layout."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        manifest = read_json(self.path / MANIFEST)
+        if manifest is None:
+            raise FileNotFoundError(f"{self.path}: not a complete token dataset (no {MANIFEST})")
+        if manifest.get("output_kind") != "tokens":
+            raise ValueError(f"{self.path}: holds {manifest.get('output_kind', 'documents')}, not tokens")
+        self.manifest = manifest
+        self.layout = TokenLayout.from_json(manifest["tokens"])
+
+    def shard_indexes(self) -> list[int]:
+        return sorted(int(p.name.split("-")[1].split(".")[0]) for p in self.path.glob(f"part-*{TOKENS_SUFFIX}"))
+
+    def _map(self, index: int, suffix: str, dtype: np.dtype) -> np.ndarray:
+        path = self.path / (shard_stem(index) + suffix)
+        if path.stat().st_size == 0:
+            flat = np.zeros(0, dtype)
+        else:
+            flat = np.memmap(path, dtype=dtype, mode="r")
+        return flat.reshape(-1, self.layout.seq_len) if self.layout.seq_len else flat
+
+    def tokens(self, index: int) -> np.ndarray:
+        return self._map(index, TOKENS_SUFFIX, self.layout.dtype)
+
+    def mask(self, index: int) -> np.ndarray:
+        return self._map(index, MASK_SUFFIX, np.dtype(np.uint8))
+
+    def docs(self, index: int) -> pa.Table:
+        return pq.read_table(self.path / (shard_stem(index) + DOCS_SUFFIX))
+
+    def n_tokens(self) -> int:
+        return sum(int(json.loads(p.read_text()).get("tokens", 0)) for p in (self.path / SHARDS_DIR).glob("*.json"))
+
+    def iter_rows(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(tokens, mask) per packed row, in shard order."""
+        for index in self.shard_indexes():
+            tokens, mask = self.tokens(index), self.mask(index)
+            for r in range(len(tokens)):
+                yield tokens[r], mask[r]
+
+    @property
+    def tokenizer_path(self) -> Path | None:
+        return self.path / self.layout.tokenizer if self.layout.tokenizer else None
