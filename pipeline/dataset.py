@@ -344,16 +344,17 @@ class ShardWriter:
     def commit(self) -> Counts:
         self.check_ledger()
         self._writer_out()  # an empty shard is still a shard: readers see the schema
-        self._out.close()
-        if self._rej is not None:
-            self._rej.close()
+        self.close_writers()
         self.files.commit(self.counts)
         return self.counts
 
-    def abort(self) -> None:
+    def close_writers(self) -> None:
         for writer in (self._out, self._rej):
             if writer is not None:
                 writer.close()
+
+    def abort(self) -> None:
+        self.close_writers()
         self.files.abort()
 
 
@@ -484,7 +485,7 @@ def finalize(root: Path, manifest: dict[str, Any], shard_count: int) -> dict[str
     if not total.balanced():
         raise LedgerError(f"{root}: ledger does not balance: {total.imbalance()}")
     ordered = [markers[i] for i in range(shard_count)]
-    stats = merge_stats([m.get("stats") for m in ordered])
+    stats = merge_stats([manifest.get("statistics")] + [m.get("stats") for m in ordered])
     if stats:
         manifest = dict(manifest, statistics=stats)
     seconds = [m["seconds"] for m in ordered if "seconds" in m]

@@ -135,7 +135,7 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
             manifest["stats"] = ctx.extra
     else:
         if isinstance(stage, FitApplyStage):
-            _fit(eng, stage, tasks, out, schema, progress)
+            manifest["statistics"] = _fit(eng, stage, tasks, out, schema, progress)
         shard_count = max(len(tasks), 1)
         if not tasks:  # an empty input still yields an output with a schema
             _commit_empty(stage, out, schema)
@@ -156,24 +156,27 @@ def _commit_empty(stage: Stage, out: Path, schema) -> None:
     writer.commit()
 
 
-def _fit(eng: Engine, stage: FitApplyStage, tasks: list[Task], out: Path, schema, progress: bool) -> None:
+def _fit(eng: Engine, stage: FitApplyStage, tasks: list[Task], out: Path, schema, progress: bool) -> dict | None:
     """Fit phase of a fit-then-apply stage: partial states per shard (resumable), reduced on the driver
-    into the artifact that the apply phase reads."""
+    into the artifact that the apply phase reads. Returns the fit's merged statistics."""
     import pickle
 
-    from .dataset import artifact_path
+    from .dataset import shard_markers
+    from .stats import merge_stats
 
-    if artifact_path(out, "fit.json").exists() or any((out / "_artifacts").glob("*")):
-        return  # this run's fit already finished (resume)
     fit_root = out / "_fit"
     fit_tasks = [Task(t.index, t.inputs, t.extra + (("phase", "fit"),)) for t in tasks]
-    done = done_shards(fit_root)
-    pending = [t for t in fit_tasks if t.index not in done]
-    _run_tasks(eng, stage, pending, out, schema, progress, total=len(fit_tasks), already=len(fit_tasks) - len(pending),
-               label="fit")
-    states = [pickle.loads((fit_root / f"part-{t.index:05d}.pkl").read_bytes()) for t in fit_tasks]
-    stage.ensure_setup()
-    stage.save_artifact(out, stage.reduce(states))
+    if not (out / "_artifacts" / ".fit-done").exists():  # else: this run's fit finished before a kill
+        done = done_shards(fit_root)
+        pending = [t for t in fit_tasks if t.index not in done]
+        _run_tasks(eng, stage, pending, out, schema, progress, total=len(fit_tasks),
+                   already=len(fit_tasks) - len(pending), label="fit")
+        states = [pickle.loads((fit_root / f"part-{t.index:05d}.pkl").read_bytes()) for t in fit_tasks]
+        stage.ensure_setup()
+        stage.save_artifact(out, stage.reduce(states))
+        atomic_write_text(out / "_artifacts" / ".fit-done", "")
+    markers = shard_markers(fit_root)
+    return merge_stats(markers[t.index].get("stats") for t in fit_tasks)
 
 
 def _run_tasks(eng: Engine, stage: Stage, tasks: list[Task], out: Path, schema, progress: bool,

@@ -76,24 +76,44 @@ class TokenShardWriter:
     """Writes one token shard: tokens, mask and doc index stream to temp files, renamed on commit.
 
     `write(tokens, mask, docs)` appends rows (2-D arrays for packed layouts, 1-D for streams) and
-    their document-index rows. Counts are the caller's ledger (documents in/used/rejected)."""
+    their document-index rows; `write(table)` with a `reject_reason` column keeps rejected input
+    documents in `_rejects/` like any stage. The ledger is many-to-many: input documents (noted with
+    `note_inputs`) are rejected or are the parents (`doc_id` in the index) of the pieces written."""
 
     def __init__(self, root: Path, index: int, layout: TokenLayout, stage_id: str = ""):
         self.root = Path(root)
         self.index = index
         self.layout = layout
         self.stage_id = stage_id
-        self.counts = Counts()
+        self.counts = Counts(rows_parent=0)
         stem = shard_stem(index)
         self.files = ShardFiles(self.root, index)
         self._tok = self.files.open_binary(stem + TOKENS_SUFFIX)
         self._mask = self.files.open_binary(stem + MASK_SUFFIX)
         self._docs_path = self.files.temp(stem + DOCS_SUFFIX)
         self._docs: pq.ParquetWriter | None = None
+        self._rejects = None  # a ShardWriter for rejected documents, made on first use
+        self._rejected_ids: set[str] = set()
+        self._inputs: set[str] = set()
+        self._parents: set[str] = set()
         self.n_tokens = 0
         self.n_loss = 0
 
-    def write(self, tokens: np.ndarray, mask: np.ndarray, docs: pa.Table | None = None) -> None:
+    def note_inputs(self, table: pa.Table) -> None:
+        from .schema import text_bytes
+
+        self.counts.rows_in += table.num_rows
+        self.counts.bytes_in += text_bytes(table)
+        if "id" in table.column_names:
+            self._inputs.update(table.column("id").to_pylist())
+
+    def write(self, tokens: np.ndarray | pa.Table | tuple, mask: np.ndarray | None = None,
+              docs: pa.Table | None = None) -> None:
+        if isinstance(tokens, tuple):  # what a stage's run_task yields: (tokens, mask, docs)
+            tokens, mask, docs = (tokens + (None,))[:3]
+        if isinstance(tokens, pa.Table):
+            self._write_rejects(tokens)
+            return
         tokens = np.ascontiguousarray(tokens)
         mask = np.ascontiguousarray(mask, dtype=np.uint8)
         if tokens.shape != mask.shape:
@@ -110,17 +130,48 @@ class TokenShardWriter:
             if self._docs is None:
                 self._docs = pq.ParquetWriter(self._docs_path, docs.schema, compression="zstd")
             self._docs.write_table(docs)
+            self.counts.rows_out += docs.num_rows
+            self.counts.rows_created += docs.num_rows
+            self._parents.update(docs.column("doc_id").to_pylist())
+
+    def _write_rejects(self, table: pa.Table) -> None:
+        from .dataset import LedgerError, ShardWriter
+        from .schema import REJECT_DETAIL, REJECT_REASON
+
+        if REJECT_REASON not in table.column_names or table.column(REJECT_REASON).null_count:
+            raise LedgerError(f"stage {self.stage_id!r}: a token stage yields tables only for rejected documents")
+        if self._rejects is None:
+            schema = pa.schema([f for f in table.schema if f.name not in (REJECT_REASON, REJECT_DETAIL)])
+            self._rejects = ShardWriter(self.root, self.index, schema, self.stage_id)
+            self._rejects.files = self.files  # one commit renames every file of the shard
+        self._rejects.write(table)
+        for reason, slot in self._rejects.counts.rejected.items():
+            self.counts.rejected[reason] = dict(slot)
+        self._rejected_ids.update(table.column("id").to_pylist())
 
     def commit(self) -> Counts:
+        from .dataset import LedgerError
+
         if self._docs is None:  # an empty index still has a schema
             self._docs = pq.ParquetWriter(self._docs_path, DOC_INDEX_SCHEMA, compression="zstd")
         self._docs.close()
+        if self._rejects is not None:
+            self._rejects.close_writers()
+        rejected = self._rejected_ids
+        self.counts.rows_parent = len(self._inputs & self._parents) if self._inputs else len(self._parents)
+        lost = self._inputs - self._parents - rejected
+        if lost or not self.counts.balanced():
+            raise LedgerError(f"stage {self.stage_id!r} token shard {self.index}: "
+                              + (f"{len(lost)} input document(s) neither packed nor rejected" if lost
+                                 else "ledger does not balance: " + self.counts.imbalance()))
         self.files.commit(self.counts, extra={"tokens": self.n_tokens, "loss_tokens": self.n_loss})
         return self.counts
 
     def abort(self) -> None:
         if self._docs is not None:
             self._docs.close()
+        if self._rejects is not None:
+            self._rejects.close_writers()
         self.files.abort()
 
 

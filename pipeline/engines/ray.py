@@ -62,10 +62,13 @@ class RayEngine(Engine):
             opts["memory"] = int(res.memory_gb * 1024 ** 3)
         return self.ray.remote(**opts)(_StageActor)
 
-    def _has_room(self, stage: Stage) -> bool:
-        free = self.ray.available_resources()
+    def _fits(self, stage: Stage, resources: dict) -> int:
+        """How many actors of this stage `resources` (total or free) can host."""
         res = stage.resources
-        return free.get("CPU", 0) >= res.cpus and free.get("GPU", 0) >= res.gpus
+        n = int(resources.get("CPU", 0) // res.cpus)
+        if res.gpus:
+            n = min(n, int(resources.get("GPU", 0) // res.gpus))
+        return n
 
     def run_tasks(self, stage: Stage, tasks: Sequence[Task], out_root: Path, schema: pa.Schema,
                   on_done: Callable[[int, dict], Any] | None = None) -> None:
@@ -78,10 +81,13 @@ class RayEngine(Engine):
         idle: deque = deque()
         running: dict[Any, tuple[Any, Task]] = {}
         queue = deque(tasks)
+        # Start as many actors as the cluster holds (at least one); grow later while work waits and
+        # room frees up (an autoscaling cluster adds nodes).
+        initial = max(1, min(max_actors, self._fits(stage, ray.cluster_resources())))
         try:
             while queue or running:
-                # Grow the pool while work waits and the cluster has room (always at least one actor).
-                while queue and not idle and len(actors) < max_actors and (not actors or self._has_room(stage)):
+                while queue and len(actors) < max_actors and (
+                        len(actors) < initial or (not idle and self._fits(stage, ray.available_resources()) > 0)):
                     actor = actor_cls.remote(stage, str(out_root), schema)
                     actors.append(actor)
                     idle.append(actor)
