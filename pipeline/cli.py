@@ -58,12 +58,15 @@ def run(
     Example:
       assay run examples/recipes/demo.yaml --engine spark --workdir runs/demo-spark
     """
-    from .recipe import load_recipe
+    from .recipe import load_recipe, preflight
     from .runner import run_recipe
 
     if engine and engine not in ("local", "spark", "ray"):
         _fail(f"--engine {engine!r}: expected local, spark or ray")
     parsed = load_recipe(recipe)
+    problems = preflight(parsed)  # fail before the first stage, not after running the others
+    if problems:
+        raise UserError(f"{recipe}: {problems[0]}")
     root = Path(workdir or parsed.workdir)
     typer.echo(f"assay: running {parsed.name} ({recipe}) into {root} on {engine or parsed.engine}")
     run_recipe(parsed, workdir=root, engine=engine, options=_engine_options(workers, spark_master, ray_address),
@@ -83,9 +86,12 @@ def validate(recipe: Path = typer.Argument(..., help="Pipeline recipe (YAML)")) 
     Example:
       assay validate examples/recipes/demo.yaml
     """
-    from .recipe import load_recipe
+    from .recipe import load_recipe, preflight
 
     parsed = load_recipe(recipe)
+    problems = preflight(parsed)
+    if problems:
+        raise UserError(f"{recipe}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     typer.echo(f"{recipe}: ok ({len(parsed.order())} stages: {' -> '.join(parsed.order())})")
 
 

@@ -229,3 +229,15 @@ def _check_params(cls: type[Stage], spec, path: Path, where: str) -> None:
         elif not isinstance(err.get("input"), (dict, list)):
             msg += f" (got {err.get('input')!r})"
         raise RecipeError(f"{path}: {where}.params.{loc}: {msg}") from None
+
+
+def preflight(recipe: Recipe) -> list[str]:
+    """What would stop the run part-way, found before anything runs: input globs that match no
+    file, packages a stage needs that are missing."""
+    problems: list[str] = []
+    for stage_id in recipe.order():
+        stage = recipe.stage_spec(stage_id).build()
+        if isinstance(stage, SourceStage) and not stage.matched_files():
+            problems.append(f"stage {stage_id!r}: no input files match {stage.params.paths}")
+        problems += stage.check()
+    return problems
