@@ -103,6 +103,11 @@ class DedupStage(GlobalStage):
 
         return run_spark(self, ctx)
 
+    def run_ray(self, ctx) -> int:
+        from .ray_plan import run_ray
+
+        return run_ray(self, ctx)
+
 
 class KeyDedup(DedupStage):
     """The one-band case (URL, exact): the band key is one 64-bit hash per document."""

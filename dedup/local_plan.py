@@ -103,7 +103,26 @@ def run_local(stage, ctx) -> int:
     store = BandStore(stage.n_bands, ctx.scratch(f"{stage.stage_id}-bands"), budget - (decoded if cache is not None else 0))
     length, score = collect_keys(stage, shards, store, n, cache)
     labels, stats = group_nodes(stage, shards, store, n)
-    keepers = choose_keepers(labels, length, score, p.keep)
+    plan = shard_plans(stage, shards, labels, length, score)
+    for shard, (nodes, group_ids, keep) in zip(shards, plan):
+        write_shard(
+            shard, ctx.out_root, ctx.output_schema, ctx.stage_id,
+            nodes, group_ids, keep, p.remove, stage.reason, p.batch_rows,
+            batches=cache.pop(shard.index) if cache is not None else None,
+        )
+    stats.update(summarize(plan), documents=n, spilled_bytes=store.spilled_bytes, inputs_cached=cache is not None,
+                 seconds=round(time.perf_counter() - t0, 3))
+    if isinstance(getattr(ctx, "extra", None), dict):
+        ctx.extra["dedup"] = stats
+    return len(shards)
+
+
+def shard_plans(stage, shards: list[Shard], labels: np.ndarray, length: np.ndarray,
+                score: np.ndarray | None) -> list[tuple[np.ndarray, list[str], np.ndarray]]:
+    """Per shard: (grouped nodes, their group ids, keep flags) from the component labels; shared by
+    the local and Ray plans so both choose the same keepers."""
+    n = len(labels)
+    keepers = choose_keepers(labels, length, score, stage.params.keep)
     in_group = np.bincount(labels, minlength=n)[labels] > 1 if n else np.zeros(0, bool)
     grouped = np.flatnonzero(in_group)
     keeper_nodes = np.unique(keepers[grouped])
@@ -111,17 +130,15 @@ def run_local(stage, ctx) -> int:
     ids_of = np.searchsorted(keeper_nodes, keepers[grouped])
     group_ids = [keeper_ids[i] for i in ids_of.tolist()]
     keep = keepers[grouped] == grouped
+    plans = []
     for shard in shards:
         lo, hi = np.searchsorted(grouped, [shard.offset, shard.offset + shard.rows])
-        write_shard(
-            shard, ctx.out_root, ctx.output_schema, ctx.stage_id,
-            grouped[lo:hi], group_ids[lo:hi], keep[lo:hi], p.remove, stage.reason, p.batch_rows,
-            batches=cache.pop(shard.index) if cache is not None else None,
-        )
-    stats.update(
-        documents=n, in_groups=int(len(grouped)), groups=int(len(keeper_nodes)),
-        removed=int((~keep).sum()), spilled_bytes=store.spilled_bytes, inputs_cached=cache is not None, seconds=round(time.perf_counter() - t0, 3),
-    )
-    if isinstance(getattr(ctx, "extra", None), dict):
-        ctx.extra["dedup"] = stats
-    return len(shards)
+        plans.append((grouped[lo:hi], group_ids[lo:hi], keep[lo:hi]))
+    return plans
+
+
+def summarize(plans) -> dict:
+    grouped = sum(len(nodes) for nodes, _, _ in plans)
+    groups = len({gid for _, gids, _ in plans for gid in gids})
+    removed = int(sum((~keep).sum() for _, _, keep in plans))
+    return {"in_groups": grouped, "groups": groups, "removed": removed}
