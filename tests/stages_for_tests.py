@@ -215,3 +215,28 @@ class Lifecycle(MapStage):
 
     def process(self, table: pa.Table) -> pa.Table:
         return set_column(table, "live_before", [Lifecycle.LIVE - 1] * table.num_rows, pa.int64())
+
+
+# ---- a stage that calls an HTTP service (tests/test_pipeline_service.py) ------------------------
+
+from assay.pipeline.service import ServiceParams, ServiceStage, post_json  # noqa: E402
+
+
+class EchoParams(ServiceParams):
+    url: str = Field(description="POST endpoint answering {'answer': ...}")
+
+
+class EchoService(ServiceStage):
+    """Asks a service to answer each text; the answer goes to `answer`."""
+
+    Params = EchoParams
+    columns = {"answer": pa.string()}
+
+    def request(self, row):
+        return {"text": row["text"]} if row["text"] else None
+
+    def call(self, request):
+        return post_json(self.params.url, request, self.params.timeout_s)
+
+    def parse(self, row, response):
+        return {"answer": response["answer"]}
