@@ -13,6 +13,7 @@ The cost is one pickle round trip per document plus one child start per batch (a
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 
 import traceback
 from dataclasses import dataclass
@@ -31,6 +32,14 @@ class Outcome:
 
 
 def _child(conn, fn: Callable[[Any], Any], memory_mb: int | None) -> None:
+    import signal
+
+    from assay.pipeline.engines.local import die_with_parent
+
+    # Ctrl-C belongs to the parent, which stops the batch; the child must neither print a traceback
+    # nor outlive a parent that was killed.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     if memory_mb:
         try:
             import resource
@@ -121,9 +130,14 @@ class Watchdog:
             if self._conn.poll(self.timeout_s):
                 return self._conn.recv()
         except (EOFError, OSError, BrokenPipeError):
+            if self._proc is not None:
+                self._proc.join(1)
             code = self._proc.exitcode if self._proc is not None else None
             self._kill()
             self.restarts += 1
+            if code is not None and -code in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                # stopped from outside (the user or the engine), not by the document: never a reject
+                raise KeyboardInterrupt(f"extractor stopped by signal {-code}")
             return Outcome(False, reason="extract_crash", detail=f"extractor process died (exit {code})")
         self._kill()
         self.restarts += 1
