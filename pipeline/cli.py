@@ -106,23 +106,32 @@ def stages(name: Optional[str] = typer.Argument(None, help="Show one stage in fu
     from rich.console import Console
     from rich.table import Table
 
+    import inspect as inspect_module
+
     from .stage import registry, resolve_stage
 
     console = Console()
     if name:
         cls = resolve_stage(name)
-        console.print(f"[bold]{cls.name}[/bold] ({cls.kind} stage)\n")
-        console.print((cls.__doc__ or "").strip() + "\n")
+        console.print(f"[bold]{cls.name}[/bold] ({cls.kind} stage, {cls.cardinality}, writes {cls.output_kind})\n")
+        console.print(inspect_module.cleandoc(cls.__doc__ or "") + "\n")
+        columns = {**cls.columns, **cls.lineage_columns()}
+        if columns:
+            console.print("adds columns: " + ", ".join(f"{n} ({t})" for n, t in columns.items()))
+        res = cls.resources
+        console.print(f"resources per worker: {res.cpus:g} cpu, {res.gpus:g} gpu"
+                      + (f", {res.memory_gb:g} GiB" if res.memory_gb else "")
+                      + (f"; workers: {cls.workers}" if cls.workers else "")
+                      + (f"; needs: {', '.join(cls.requires)}" if cls.requires else "") + "\n")
         table = Table("param", "type", "default", "description")
         for pname, field in cls.Params.model_fields.items():
             default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
             table.add_row(pname, _type_name(field.annotation), default, field.description or "")
         console.print(table)
         return
-    table = Table("stage", "kind", "params", "summary")
+    table = Table("stage", "kind", "adds", "summary")
     for sname, cls in registry().items():
-        summary = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
-        table.add_row(sname, cls.kind, ", ".join(cls.Params.model_fields), summary)
+        table.add_row(sname, cls.kind, ", ".join(cls.columns), _first_sentence(cls.__doc__ or ""))
     console.print(table)
 
 
@@ -185,6 +194,13 @@ def report(
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run directory")
     typer.echo(f"report: {write_report(run_dir, out)}")
+
+
+def _first_sentence(doc: str) -> str:
+    """The docstring's first paragraph up to its first full stop, never cut mid-sentence."""
+    para = " ".join(doc.strip().split("\n\n")[0].split())
+    end = para.find(". ")
+    return para if end < 0 else para[: end + 1]
 
 
 def _short(value: Any, width: int = 80) -> str:

@@ -165,10 +165,11 @@ class Stage:
     def params_json(self) -> str:
         return json.dumps(self.params.model_dump(mode="json"), sort_keys=True)
 
-    def lineage_columns(self) -> dict[str, pa.DataType]:
-        if self.cardinality == "one_to_many":
+    @classmethod
+    def lineage_columns(cls) -> dict[str, pa.DataType]:
+        if cls.cardinality == "one_to_many":
             return {PARENT_ID: pa.string()}
-        if self.cardinality == "many_to_many":
+        if cls.cardinality == "many_to_many":
             return {PARENT_IDS: pa.list_(pa.string())}
         return {}
 
