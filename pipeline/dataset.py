@@ -245,8 +245,9 @@ class ShardWriter:
     or be the parent (`parent_id` / `parent_ids`) of an output row."""
 
     def __init__(self, root: Path, index: int, schema: pa.Schema, stage_id: str,
-                 cardinality: str = "one_to_one"):
+                 cardinality: str = "one_to_one", keep_rows: bool = True):
         self.root = Path(root)
+        self.keep_rows = keep_rows  # False: count kept rows only (a fused chain's middle stage)
         self.index = index
         self.schema = schema
         self.stage_id = stage_id
@@ -295,7 +296,8 @@ class ShardWriter:
             self.counts.bytes_out += text_bytes(kept)
             if self._input_ids is not None:
                 self._note_parents(kept)
-            self._writer_out().write_table(kept, row_group_size=ROW_GROUP_ROWS)
+            if self.keep_rows:
+                self._writer_out().write_table(kept, row_group_size=ROW_GROUP_ROWS)
 
     def _note_parents(self, kept: pa.Table) -> None:
         if PARENT_ID in kept.column_names:
@@ -343,7 +345,8 @@ class ShardWriter:
 
     def commit(self) -> Counts:
         self.check_ledger()
-        self._writer_out()  # an empty shard is still a shard: readers see the schema
+        if self.keep_rows:
+            self._writer_out()  # an empty shard is still a shard: readers see the schema
         self.close_writers()
         self.files.commit(self.counts)
         return self.counts

@@ -64,6 +64,8 @@ class Recipe(BaseModel):
     workdir: str | None = None
     engine: EngineName = "local"
     engine_options: EngineOptions = Field(default_factory=EngineOptions)
+    # Run chains of one-to-one map stages as one read and one write per shard (pipeline/fusion.py).
+    fuse: bool = False
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     stages: list[StageSpec] = Field(default_factory=list)
     _base_dir: Path | None = None
