@@ -199,3 +199,15 @@ def test_fused_chain_matches_stage_by_stage(engine, options, docs, tmp_path, req
     assert _rows(tmp_path / "fused" / "long") == _rows(tmp_path / "seq" / "long")
     for s in ("upper", "long"):
         assert _rows(tmp_path / "fused" / s, rejects=True) == _rows(tmp_path / "seq" / s, rejects=True)
+
+
+@pytest.mark.spark
+def test_a_second_spark_master_is_refused_not_ignored(spark_engine):
+    from assay.pipeline.engines.spark import get_spark
+    from assay.pipeline.errors import UserError
+
+    assert get_spark(SPARK_OPTIONS["spark_master"]) is spark_engine.spark  # same settings: reused
+    with pytest.raises(UserError, match="asked for 'spark://127.0.0.1:7077'"):
+        get_spark("spark://127.0.0.1:7077")
+    with pytest.raises(UserError, match="spark.sql.shuffle.partitions"):
+        get_spark(SPARK_OPTIONS["spark_master"], {"spark.sql.shuffle.partitions": "3"})
