@@ -244,12 +244,24 @@ def _run_tasks(eng: Engine, stage: Stage, tasks: list[Task], out: Path, schema, 
     if not progress:
         eng.run_tasks(stage, tasks, out, schema)
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("shards"), TimeElapsedColumn(), transient=True) as bar:
-        handle = bar.add_task(f"{stage.stage_id}{' ' + label if label else ''} ({eng.name})", total=total, completed=already)
-        eng.run_tasks(stage, tasks, out, schema, on_done=lambda *_: bar.advance(handle))
+    started = time.time()
+    docs = 0
+
+    def done(_index: int, counts: dict) -> None:
+        nonlocal docs
+        docs += counts.get("rows_in", 0)
+        rate = docs / max(time.time() - started, 1e-6)
+        bar.update(handle, advance=1, docs=f"{docs:,} docs, {rate:,.0f}/s")
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("shards"),
+                  TextColumn("{task.fields[docs]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                  transient=True) as bar:
+        handle = bar.add_task(f"{stage.stage_id}{' ' + label if label else ''} ({eng.name})", total=total,
+                              completed=already, docs="")
+        eng.run_tasks(stage, tasks, out, schema, on_done=done)
 
 
 # ---- recipes -----------------------------------------------------------------------------------
