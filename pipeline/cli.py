@@ -140,17 +140,25 @@ def inspect(
     dataset: Path = typer.Argument(..., help="A dataset directory"),
     rows: int = typer.Option(3, "--rows", "-n", help="How many rows to show"),
     rejects: bool = typer.Option(False, "--rejects", help="Show rejected rows instead of kept ones"),
+    columns: Optional[str] = typer.Option(None, "--columns", "-c", help="Comma-separated columns to show (default: all)"),
+    width: int = typer.Option(0, "--width", help="Characters shown per value (default: fit the terminal)"),
 ) -> None:
     """Show a dataset's schema, ledger (rows/bytes in, out, rejected by reason) and a few rows.
 
+    Rows are shown one field per line, every column included (reject reasons and details first), so
+    nothing disappears when stages have added many columns.
+
     \b
     Example:
-      assay inspect runs/demo/length --rows 5 --rejects
+      assay inspect runs/demo/length --rows 5 --rejects --columns id,text,reject_reason
     """
+    import shutil
+
     from rich.console import Console
-    from rich.table import Table
+    from rich.markup import escape
 
     from .dataset import Dataset
+    from .schema import REJECT_DETAIL, REJECT_REASON, REJECT_STAGE
 
     ds = Dataset(dataset)
     if not ds.path.is_dir():
@@ -161,21 +169,36 @@ def inspect(
         console.print(f"[yellow]{dataset}: incomplete (no _manifest.json): a run was interrupted here[/yellow]")
     else:
         c = manifest["counts"]
-        console.print(f"[bold]{dataset}[/bold]  stage {manifest['stage']} ({manifest['stage_id']}), engine {manifest['engine']}, "
-                      f"{manifest['shards']} shards, {manifest['wall_seconds']}s")
+        console.print(f"[bold]{escape(str(dataset))}[/bold]  stage {manifest['stage']} ({manifest['stage_id']}), "
+                      f"engine {manifest['engine']}, {manifest['shards']} shards, {manifest['wall_seconds']}s")
         console.print(f"rows: {c['rows_in']} in, {c['rows_out']} out, {c['rows_rejected']} rejected; "
                       f"bytes: {c['bytes_in']} in, {c['bytes_out']} out")
         for reason, slot in c["rejected"].items():
-            console.print(f"  rejected {reason}: {slot['rows']} rows, {slot['bytes']} bytes")
-    console.print(f"schema: {', '.join(f'{f.name}: {f.type}' for f in ds.schema)}")
+            console.print(f"  rejected {escape(reason)}: {slot['rows']} rows, {slot['bytes']} bytes")
+        if manifest.get("fused_into"):
+            console.print(f"rows of this stage live in {manifest['fused_into']} (fused chain)")
+    try:
+        console.print(f"schema: {', '.join(f'{f.name}: {f.type}' for f in ds.schema)}")
+    except FileNotFoundError:
+        pass
     table = ds.read_rejects() if rejects else ds.read()
     if table.num_rows == 0:
         console.print("(no rows)")
         return
-    view = Table(*table.column_names[:10], show_lines=True)
-    for row in table.slice(0, rows).to_pylist():
-        view.add_row(*[_short(row[c]) for c in table.column_names[:10]])
-    console.print(view)
+    first = [n for n in (REJECT_REASON, REJECT_DETAIL, REJECT_STAGE) if n in table.column_names]
+    names = first + [n for n in table.column_names if n not in first]
+    if columns:
+        wanted = [c.strip() for c in columns.split(",") if c.strip()]
+        unknown = [c for c in wanted if c not in table.column_names]
+        if unknown:
+            raise UserError(f"--columns: no column {unknown[0]!r}; columns are {', '.join(table.column_names)}")
+        names = wanted
+    label = max(len(n) for n in names)
+    room = width or max(20, shutil.get_terminal_size((100, 24)).columns - label - 3)
+    for i, row in enumerate(table.slice(0, rows).to_pylist()):
+        console.print(f"[bold]── row {i + 1} " + "─" * 20 + "[/bold]")
+        for name in names:
+            console.print(f"{name:>{label}} │ {escape(_short(row[name], room))}", soft_wrap=True)
 
 
 @app.command()

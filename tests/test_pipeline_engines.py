@@ -122,3 +122,20 @@ def test_fused_chain_equals_unfused_run(local_demo, tmp_path):
         assert _snapshot(tmp_path, [sid])[sid][1] == _snapshot(local_dir, [sid])[sid][1]
     again = run_recipe(fused, workdir=tmp_path, engine="local", options=LOCAL_OPTIONS, log=lambda *_: None)
     assert all(r.skipped for r in again)
+
+
+def test_report_shows_sources_examples_params_and_order(local_demo, tmp_path):
+    from assay.pipeline.report import write_report
+
+    _, workdir, results = local_demo
+    page = write_report(workdir, tmp_path / "r.html").read_text()
+    # per-source funnel: read = rejected + kept in the final output, for every source
+    final = Dataset(workdir / "deduped").read()
+    kept = final.group_by("source").aggregate([([], "count_all")]).to_pylist()
+    for row in kept:
+        assert f"<td>{row['source']}</td>" in page
+    assert "Final outputs: deduped" in page
+    example = Dataset(workdir / "pdfs").read_rejects().column("id").to_pylist()[0]
+    assert example in page  # a rejected document shown under its reason
+    assert "&quot;min_chars&quot;: 200" in page  # every stage's params
+    assert str(workdir.resolve()) in page
