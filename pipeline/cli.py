@@ -202,6 +202,26 @@ def inspect(
 
 
 @app.command()
+def export(
+    dataset: Path = typer.Argument(..., help="A dataset directory"),
+    out: Path = typer.Argument(..., help="Output file: .jsonl, .jsonl.gz or .jsonl.zst"),
+    rejects: bool = typer.Option(False, "--rejects", help="Export the rejected rows instead of the kept ones"),
+    force: bool = typer.Option(False, "--force", help="Replace OUT if it is a file this command wrote before"),
+) -> None:
+    """Write a dataset as JSON Lines (one object per row, all columns), for tools that read
+    datatrove/Dolma-style JSONL.gz; `meta` is written as a JSON object, not a string.
+
+    \b
+    Example:
+      assay export runs/demo/deduped demo.jsonl.gz
+    """
+    from .export import export_jsonl
+
+    rows = export_jsonl(dataset, out, rejects=rejects, force=force)
+    typer.echo(f"{out}: {rows} rows")
+
+
+@app.command()
 def report(
     run_dir: Path = typer.Argument(..., help="A run's workdir (holds one dataset per stage)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output HTML (default RUN_DIR/report.html)"),
