@@ -97,8 +97,6 @@ class Stage:
     batch_rows: int = 5_000
     # Import names of packages the stage needs beyond Assay's own; `assay validate` checks them.
     requires: ClassVar[tuple[str, ...]] = ()
-    # True when setup() loads a model worth keeping warm (documentation; every engine keeps stages warm).
-    holds_model: ClassVar[bool] = False
     # Params holding file-system paths (model files, eval sets, tokenizers, input globs): recipes
     # resolve them against the recipe's directory and the CLI against the current directory.
     path_params: ClassVar[tuple[str, ...]] = ()

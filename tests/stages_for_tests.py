@@ -6,7 +6,7 @@ import time
 import pyarrow as pa
 from pydantic import Field
 
-from assay.pipeline.stage import MapStage, Params, set_column, with_rejects
+from assay.pipeline.stage import MapStage, Params, Resources, set_column, with_rejects
 
 
 class SlowParams(Params):
@@ -31,7 +31,7 @@ SETUP_CALLS = 0
 class CountSetups(MapStage):
     """Records, per row, the worker's pid and how many times setup() ran in that worker."""
 
-    holds_model = True
+    resources = Resources(cpus=1, memory_gb=1)  # a model-holding stage says what a worker needs
 
     def setup(self) -> None:
         global SETUP_CALLS
