@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import re
 from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
 
 import pyarrow as pa
 from pydantic import Field
 
-from ..pipeline.readers import DocBuffer
+from ..pipeline.readers import ContentType, DocBuffer, FileReader
 from ..pipeline.schema import DOC_SCHEMA, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta, loads_meta
 from ..pipeline.stage import MapStage, Params, SourceStage, register
 from .limits import Watchdog
@@ -29,7 +30,7 @@ class HtmlOptions(Params):
     isolate: bool = Field(True, description="Run extraction in a recycled child process so timeout_s can be enforced; "
                           "false runs in-process (no time limit; for debugging and overhead measurements).")
     source: str | None = Field(None, description="Value of the `source` column; default: the input file's name.")
-    content_type: str = Field("web", description="Value of the `content_type` column.")
+    content_type: ContentType = Field("web", description="Value of the `content_type` column.")
 
 
 class _HtmlExtracting:
@@ -79,7 +80,7 @@ class _HtmlExtracting:
             snippet = html[:2000].decode("utf-8", "replace") if isinstance(html, bytes) else html[:2000]
             buf.reject(reason, detail or reason, raw=snippet, where=url or where, meta=meta)
             return
-        meta = dict(meta, title=result["title"], **result["meta"])
+        meta = {**meta, "title": result["title"], **result["meta"]}
         buf.add(result["text"], url=url, content_type=self.params.content_type, domain=url_domain(url), meta=meta)
 
 
@@ -95,7 +96,7 @@ class HtmlFilesParams(HtmlOptions):
 
 
 @register("extract.html")
-class ExtractHtmlFiles(_HtmlExtracting, SourceStage):
+class ExtractHtmlFiles(_HtmlExtracting, FileReader):
     """HTML files → documents (Markdown-ish text, math as LaTeX, code fenced). The page URL comes from
     <link rel=canonical> or og:url when the page states one."""
 
@@ -107,29 +108,33 @@ class ExtractHtmlFiles(_HtmlExtracting, SourceStage):
         suffixes = (".html", ".htm", ".html.gz", ".htm.gz", ".xhtml")
         return [f for f in super().input_files() if f.lower().endswith(suffixes)]
 
+    def source_for(self, path: str) -> str:
+        return self.params.source or "html"
+
     def read_file(self, path: str) -> Iterator[pa.Table]:
         from ..pipeline.io import open_binary
 
-        buf = DocBuffer(self.params.source or "html")
-        try:
+        buf = DocBuffer(self.source_for(path))
+        with buf.guard(path, "corrupt_file"):
             with open_binary(path) as fh:
-                data = fh.read(self.params.max_bytes + 1)
-        except (OSError, EOFError, ValueError) as exc:
-            buf.reject("unreadable", f"{type(exc).__name__}: {exc}"[:500], where=path)
-            yield buf.take()
-            return
-        self.add(buf, data, None, _page_url(data), path, {"path": path})
+                data = fh.read(self.params.max_bytes + 1)  # bounded: a gzip bomb stops here, add() rejects it
+            self.add(buf, data, None, _page_url(data), path, {"path": path})
         yield buf.take()
 
 
-def _page_url(data: bytes) -> str | None:
-    import re
+# A tag is looked at only up to this many bytes: `[^>]*` over a page of unclosed `<link` tags would
+# make the search quadratic.
+_TAG = rb"[^>]{0,2000}"
+_URL_PATTERNS = [re.compile(p, re.I) for p in (
+    rb"<link" + _TAG + rb"""rel=["']?canonical["']?""" + _TAG + rb"""href=["']([^"'>]{1,2000})""",
+    rb"<link" + _TAG + rb"""href=["']([^"'>]{1,2000})["']""" + _TAG + rb"rel=[\"']?canonical",
+    rb"<meta" + _TAG + rb"""property=["']og:url["']""" + _TAG + rb"""content=["']([^"'>]{1,2000})""")]
 
+
+def _page_url(data: bytes) -> str | None:
     head = data[:65536]
-    for pattern in (rb"""<link[^>]+rel=["']?canonical["']?[^>]+href=["']([^"']+)""",
-                    rb"""<link[^>]+href=["']([^"']+)["'][^>]+rel=["']?canonical""",
-                    rb"""<meta[^>]+property=["']og:url["'][^>]+content=["']([^"']+)"""):
-        m = re.search(pattern, head, re.I)
+    for pattern in _URL_PATTERNS:
+        m = pattern.search(head)
         if m and m.group(1).lower().startswith((b"http://", b"https://")):
             return m.group(1).decode("utf-8", "replace")
     return None
@@ -142,36 +147,45 @@ class WarcParams(HtmlOptions):
 
 
 @register("extract.warc")
-class ExtractWarc(_HtmlExtracting, SourceStage):
+class ExtractWarc(_HtmlExtracting, FileReader):
     """WARC response records → documents. Other record types (request, metadata, warcinfo) are skipped;
-    truncated or corrupt records become rejects."""
+    truncated or corrupt records become rejects, and reading resumes after damage."""
 
     Params = WarcParams
     files_per_task = 1
     version = "1"
 
+    def source_for(self, path: str) -> str:
+        return _source(path, self.params.source)
+
     def read_file(self, path: str) -> Iterator[pa.Table]:
         from .warc import WarcReject, iter_warc
 
         p = self.params
-        buf = DocBuffer(_source(path, p.source))
+        buf = DocBuffer(self.source_for(path))
         for rec in iter_warc(path, max_bytes=p.max_bytes):
+            where = rec.url or f"{path}@{rec.offset}"
             if isinstance(rec, WarcReject):
-                buf.reject(rec.reason, rec.detail, where=rec.url or path,
+                buf.reject(rec.reason, rec.detail, where=where,
                            meta={"path": path, "warc_record_id": rec.record_id, "warc_offset": rec.offset})
             else:
                 meta = {"path": path, "warc_record_id": rec.record_id, "warc_date": rec.date,
                         "warc_offset": rec.offset, "http_status": rec.status}
-                ctype = rec.content_type
-                if p.ok_status_only and not (rec.status and 200 <= rec.status < 300):
-                    buf.reject("http_status", f"HTTP {rec.status}", where=rec.url or path, meta=meta)
-                elif p.html_only and ctype and "html" not in ctype:
-                    buf.reject("not_html", f"Content-Type {ctype}", where=rec.url or path, meta=meta)
-                else:
-                    self.add(buf, rec.body, rec.charset, rec.url, path, meta)
+                with buf.guard(where, "extract_error", meta=meta):
+                    self._add_response(buf, rec, path, meta)
             if buf.full():
                 yield buf.take()
         yield buf.take()
+
+    def _add_response(self, buf: DocBuffer, rec, path: str, meta: dict[str, Any]) -> None:
+        p = self.params
+        ctype = rec.content_type
+        if p.ok_status_only and not (rec.status and 200 <= rec.status < 300):
+            buf.reject("http_status", f"HTTP {rec.status}", where=rec.url or path, meta=meta)
+        elif p.html_only and ctype and "html" not in ctype:
+            buf.reject("not_html", f"Content-Type {ctype}", where=rec.url or path, meta=meta)
+        else:
+            self.add(buf, rec.body, rec.charset, rec.url, path, meta)
 
 
 class RecordsParams(HtmlOptions):
