@@ -63,7 +63,7 @@ def check_regular_file(path: str | os.PathLike) -> int:
     """Return the size of a regular file; raise NotAFile for anything else (FIFOs, devices)."""
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
-        raise NotAFile(f"{path} is not a regular file")
+        raise NotAFile("not a regular file" + (" (a directory)" if stat.S_ISDIR(st.st_mode) else ""))
     return st.st_size
 
 
