@@ -8,8 +8,9 @@ extracted as half a page, and so chunked transfer encoding and gzip content enco
 A damaged file does not end the reading: when fastwarc cannot parse the next record header (bytes
 flipped, a Content-Length that lies, garbage between records), the error is a `corrupt_warc` reject
 and reading resumes at the next record boundary found in the raw file (the next gzip member, LZ4 or
-zstd frame, or `WARC/1.` line). The record just before the damage is checked against its
-WARC-Block-Digest and becomes a `corrupt_record` reject unless the digest proves it whole.
+zstd frame, or `WARC/1.` header). The record just before the damage is kept only if it provably ends
+where its Content-Length says (the record separator follows its block) or its WARC-Block-Digest
+matches; otherwise it becomes a `corrupt_record` reject.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class WarcResponse:
     body: bytes = b""
     offset: int | None = None
     intact: bool = False  # block digest verified
+    declared: int = 0  # WARC Content-Length
 
     @property
     def content_type(self) -> str:
@@ -58,7 +60,7 @@ class WarcReject:
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 # Where a record can start, per container: gzip member, LZ4 frame, zstd frame, plain WARC header line.
 _MAGICS = {b"\x1f\x8b\x08": ".gz", b"\x04\x22\x4d\x18": ".lz4", b"\x28\xb5\x2f\xfd": ".zst"}
-_PLAIN = b"\nWARC/1."
+_PLAIN = b"WARC/1."
 MAX_RESYNCS = 100  # per file: garbage full of fake record starts must not cost one parse each forever
 
 
@@ -143,7 +145,7 @@ def _container_magic(path: str) -> bytes:
 
 def _next_start(path: str, magic: bytes, after: int) -> int | None:
     """Offset of the first record start strictly after `after`, scanning the raw file."""
-    pos = max(after + 1 - (1 if magic == _PLAIN else 0), 0)
+    pos = max(after + 1, 0)
     with open(path, "rb") as fh:
         while True:
             fh.seek(pos)
@@ -152,8 +154,31 @@ def _next_start(path: str, magic: bytes, after: int) -> int | None:
                 return None
             hit = chunk.find(magic)
             if hit >= 0:
-                return pos + hit + (1 if magic == _PLAIN else 0)
+                return pos + hit
             pos += len(chunk) - len(magic) + 1
+
+
+def _ends_where_declared(path: str, magic: bytes, offset: int, declared: int) -> bool:
+    """True when the record at `offset` (plain, or one gzip member) has the record separator exactly
+    where its Content-Length says its block ends: that length did not lie."""
+    if magic not in (_PLAIN, b"\x1f\x8b\x08"):
+        return False
+    limit = declared + (1 << 16) + 8  # WARC headers take far less than 64 KiB
+    data = bytearray()
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        if magic == _PLAIN:
+            data += fh.read(limit)
+        else:
+            dec = zlib.decompressobj(31)
+            while len(data) < limit and not dec.eof:
+                raw = dec.unconsumed_tail or fh.read(1 << 16)
+                if not raw:
+                    break
+                data += dec.decompress(raw, limit - len(data))
+    end = data.find(b"\r\n\r\n")
+    stop = end + 4 + declared
+    return end >= 0 and data[stop : stop + 4] == b"\r\n\r\n"
 
 
 def _read_record(rec, max_bytes: int | None) -> WarcResponse | WarcReject:
@@ -173,7 +198,7 @@ def _read_record(rec, max_bytes: int | None) -> WarcResponse | WarcReject:
     except ValueError as exc:
         return WarcReject("bad_http", str(exc), url, rid, offset)
     out = WarcResponse(url, rid, rec.headers.get("WARC-Date"), status, headers, body, offset)
-    out.intact = _block_intact(rec.headers, block)
+    out.intact, out.declared = _block_intact(rec.headers, block), declared
     return out
 
 
@@ -211,9 +236,10 @@ def iter_warc(path: str, max_bytes: int | None = None) -> Iterator[WarcResponse 
         except Exception as exc:  # fastwarc raises OSError on a damaged stream; the records before it stand
             if not caused_by_input(exc):
                 raise
-            if isinstance(pending, WarcResponse) and not pending.intact:
-                pending = WarcReject("corrupt_record", "the record after it could not be read, and no block digest "
-                                     "proves this one whole: its Content-Length may be wrong",
+            if isinstance(pending, WarcResponse) and not (
+                    pending.intact or _ends_where_declared(path, magic, pending.offset, pending.declared)):
+                pending = WarcReject("corrupt_record", "the record after it could not be read, and neither the record "
+                                     "separator nor a block digest proves this one whole: its Content-Length may be wrong",
                                      pending.url, pending.record_id, pending.offset)
             if pending is not None:
                 yield pending

@@ -85,7 +85,7 @@ def open_binary(path: str | os.PathLike, max_expansion: float | None = None) -> 
         else:
             import zstandard
 
-            inner = zstandard.ZstdDecompressor().stream_reader(raw, read_size=1 << 14, read_across_frames=True, closefd=False)
+            inner = zstandard.ZstdDecompressor().stream_reader(raw, read_size=1 << 13, read_across_frames=True, closefd=False)
             at_eof = lambda: check_zstd_frames(path)  # noqa: E731
         return io.BufferedReader(_Checked(inner, raw, max_expansion, at_eof), buffer_size=1 << 16)
     except BaseException:
@@ -163,16 +163,18 @@ def check_zstd_frames(path: str) -> None:
 
 
 def iter_lines(fh: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | None, int]]:
-    """Yield (line number, line, size) for every line; a line longer than `max_bytes` comes as
-    (number, None, size) after it was skipped chunk by chunk, never held whole."""
+    """Yield (line number, line, size) for every line that is not blank; a line longer than
+    `max_bytes` comes as (number, None, size) after it was skipped chunk by chunk, never held whole."""
     lineno = 0
+    readline = fh.readline
     while True:
-        line = fh.readline(max_bytes + 1)
+        line = readline(max_bytes + 1)
         if not line:
             return
         lineno += 1
         if len(line) <= max_bytes:
-            yield lineno, line, len(line)
+            if not line.isspace():  # blank lines are no records: skipped here, where it is cheapest
+                yield lineno, line, len(line)
             continue
         size = len(line)
         while not line.endswith(b"\n"):

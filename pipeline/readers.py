@@ -59,7 +59,7 @@ class Reject(Exception):
 # First match wins; anything else gets the caller's default (bad_json for a JSON line, ...).
 _REASONS: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
     (ExpansionLimit, "too_large"),
-    ((NotAFile, PermissionError, FileNotFoundError, IsADirectoryError), "unreadable"),
+    (NotAFile, "unreadable"),
     (RecursionError, "too_deep"),
     (UnicodeError, "invalid_utf8"),
     (json.JSONDecodeError, "bad_json"),
@@ -78,6 +78,8 @@ def reject_reason(exc: BaseException, default: str) -> str:
     for types, reason in _REASONS:
         if isinstance(exc, types):
             return reason
+    if isinstance(exc, OSError) and exc.errno is not None:  # the file system said no (ELOOP, EIO, ...);
+        return "unreadable"  # parsers' OSErrors (BadGzipFile, fastwarc) carry no errno
     return default
 
 
@@ -122,9 +124,12 @@ class DocBuffer:
                   "url": url, "lang": lang, "domain": domain}
         replaced = {}
         for name, value in fields.items():
-            if value is not None and not isinstance(value, str):
+            if value is None or (value.__class__ is str and value.isascii()):
+                continue  # the common case, kept cheap: tiny records come by the million
+            if not isinstance(value, str):
                 meta.setdefault(name, value)  # an odd value is kept in meta, not forced into the column
-                fields[name] = value = None
+                fields[name] = None
+                continue
             fields[name], count = valid_utf8(value)
             if count:
                 replaced[name] = count
@@ -235,6 +240,10 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# NaN and Infinity are not JSON: accepting them would write meta that other JSON parsers refuse.
+_JSON = json.JSONDecoder(parse_constant=_no_constant)
+
+
 class JsonlParams(Params):
     paths: list[str] = Field(description="Files, directories or globs of .jsonl / .jsonl.gz / .jsonl.zst")
     source: str | None = Field(None, description="Dataset name written to `source`; default: the file's stem")
@@ -269,7 +278,7 @@ class ReadJsonl(FileReader):
                     where = f"{path}:{lineno}"
                     if raw is None:
                         buf.reject("too_large", f"{size} bytes > max_doc_bytes={p.max_doc_bytes}", where=where)
-                    elif raw.strip():
+                    else:
                         with buf.guard(where, "bad_json", raw=raw):
                             self._add_line(buf, raw, lineno == 1)
                     if buf.full():
@@ -278,7 +287,7 @@ class ReadJsonl(FileReader):
 
     def _add_line(self, buf: DocBuffer, raw: bytes, first: bool) -> None:
         p = self.params
-        record = json.loads(raw.decode("utf-8-sig" if first else "utf-8"), parse_constant=_no_constant)
+        record = _JSON.decode(raw.decode("utf-8-sig" if first else "utf-8"))
         if not isinstance(record, dict):
             raise Reject("bad_json", f"expected an object, got {type(record).__name__}")
         text = record.pop(p.text_field, None)
@@ -436,7 +445,7 @@ def _meta_dict(meta: Any) -> dict:
     any other non-empty value is kept under the key `meta`."""
     if isinstance(meta, str) and meta.lstrip().startswith("{"):
         try:
-            return json.loads(meta, parse_constant=_no_constant)
+            return _JSON.decode(meta)
         except (ValueError, RecursionError) as exc:
             raise Reject("bad_json", f"column 'meta' is not a JSON object: {describe(exc)}") from None
     return {"meta": meta} if meta not in (None, "") else {}
