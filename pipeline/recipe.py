@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Any, Literal
@@ -164,6 +165,16 @@ def _check_shape(data: Any, path: Path) -> None:
             todo.extend((child, depth + 1) for child in node)
 
 
+def _check_flow_depth(text: str, path: Path) -> None:
+    """PyYAML takes seconds on thousands of nested `[`/`{` before it fails: refuse them up front
+    (brackets inside quoted strings count too; no real recipe comes near the limit)."""
+    depth = 0
+    for m in re.finditer(r"[\[\]{}]", text):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > 4 * MAX_RECIPE_DEPTH:
+            raise RecipeError(f"{path}: recipe nests deeper than {MAX_RECIPE_DEPTH} levels")
+
+
 def _one_line(message: str) -> str:
     message = " ".join(message.split())
     return message if len(message) <= 1000 else message[:997] + "..."
@@ -186,6 +197,7 @@ def load_recipe(path: str | os.PathLike) -> Recipe:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise RecipeError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    _check_flow_depth(text, path)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

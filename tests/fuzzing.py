@@ -146,3 +146,21 @@ def warc_record(block: bytes, url: str = "https://example.com/", kind: bytes = b
             b"WARC-Date: 2024-01-01T00:00:00Z\r\nContent-Type: application/http; msgtype=response\r\n"
             b"Content-Length: %s\r\n\r\n") % (version, kind, target, str(uuid.UUID(int=random.Random(target).getrandbits(128))).encode(), declared)
     return head + block + b"\r\n\r\n"
+
+
+def write_report(section: str, data: dict) -> None:
+    """Merge one suite's counts into the JSON named by ASSAY_FUZZ_REPORT (nothing when it is unset),
+    so the reader and recipe suites can fill one file in either order."""
+    import json
+    import os
+    from pathlib import Path
+
+    target = os.environ.get("ASSAY_FUZZ_REPORT")
+    if not target:
+        return
+    path = Path(target)
+    report = json.loads(path.read_text()) if path.exists() else {}
+    report[section] = data
+    report["inputs"] = sum(part.get("inputs", 0) for key, part in report.items() if isinstance(part, dict))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")

@@ -37,7 +37,8 @@ from assay.pipeline.dataset import Dataset
 from assay.pipeline.readers import ReadJsonl, ReadParquet, ReadTextFiles
 from assay.pipeline.runner import run_stage
 from conftest import FIXTURES, SAMPLE
-from fuzzing import Hang, Mutator, deadline, http_response, pdf_file, pdf_stream, text_page_objects, warc_record
+from fuzzing import (Hang, Mutator, deadline, http_response, pdf_file, pdf_stream, text_page_objects, warc_record,
+                     write_report)
 
 SEED = 20240909
 CASE_LIMIT_S = 30  # per file; extraction itself is held to timeout_s per document by the stages
@@ -479,10 +480,8 @@ def report():
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(r["rejects"].items(), key=lambda kv: -kv[1]))
         lines.append(f"  {name:<13} {r['inputs']:>4} inputs {r['kept']:>5} kept  {r['seconds']:>5.1f}s  rejects: {reasons}")
     print("\n" + "\n".join(lines))
-    target = os.environ.get("ASSAY_FUZZ_REPORT")
-    if target and results:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        Path(target).write_text(json.dumps({"seed": SEED, "inputs": total, "readers": results}, indent=2, sort_keys=True) + "\n")
+    if results:
+        write_report("readers", {"seed": SEED, "inputs": total, "per_reader": results})
 
 
 @pytest.mark.parametrize("name", list(STAGES))
