@@ -258,6 +258,12 @@ class ExtractPdf(FileReader):
         return self.params.source or "pdf"
 
     def setup(self) -> None:
+        # Import the backend here, before the watchdog forks: a child that imported it itself would
+        # spend part of its first document's timeout_s on the import, and every restarted child again.
+        import importlib
+
+        backend = resolve_backend(self.params.backend)
+        importlib.import_module({"pymupdf": "pymupdf", "pdfium": "pypdfium2", "pypdf": "pypdf"}[backend])
         self.watchdog()
 
     def watchdog(self) -> Watchdog:

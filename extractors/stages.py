@@ -13,7 +13,7 @@ from pydantic import Field
 
 from ..pipeline.readers import ContentType, DocBuffer, FileReader
 from ..pipeline.schema import DOC_SCHEMA, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta, loads_meta
-from ..pipeline.stage import MapStage, Params, SourceStage, register
+from ..pipeline.stage import MapStage, Params, register
 from .limits import Watchdog
 from .urls import url_domain
 
@@ -122,21 +122,26 @@ class ExtractHtmlFiles(_HtmlExtracting, FileReader):
         yield buf.take()
 
 
-# A tag is looked at only up to this many bytes: `[^>]*` over a page of unclosed `<link` tags would
-# make the search quadratic.
-_TAG = rb"[^>]{0,2000}"
-_URL_PATTERNS = [re.compile(p, re.I) for p in (
-    rb"<link" + _TAG + rb"""rel=["']?canonical["']?""" + _TAG + rb"""href=["']([^"'>]{1,2000})""",
-    rb"<link" + _TAG + rb"""href=["']([^"'>]{1,2000})["']""" + _TAG + rb"rel=[\"']?canonical",
-    rb"<meta" + _TAG + rb"""property=["']og:url["']""" + _TAG + rb"""content=["']([^"'>]{1,2000})""")]
+# One pass over the first 64 KiB: each <link>/<meta> tag (attributes up to 2,000 bytes) is matched
+# once and its attributes are read by a second, linear pattern. Patterns that search for `rel=` and
+# `href=` across a tag with nested `[^>]*` go quadratic on a page of unclosed `<link` tags.
+_TAG = re.compile(rb"<(link|meta)\b([^>]{0,2000})", re.I)
+_ATTR = re.compile(rb"""([a-z:_-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""", re.I)
 
 
 def _page_url(data: bytes) -> str | None:
-    head = data[:65536]
-    for pattern in _URL_PATTERNS:
-        m = pattern.search(head)
-        if m and m.group(1).lower().startswith((b"http://", b"https://")):
-            return m.group(1).decode("utf-8", "replace")
+    """The page's own URL from <link rel=canonical href> or else <meta property=og:url content>."""
+    found: dict[str, bytes] = {}
+    for tag in _TAG.finditer(data[:65536]):
+        attrs = {a.group(1).lower(): a.group(2) or a.group(3) or a.group(4) or b"" for a in _ATTR.finditer(tag.group(2))}
+        if tag.group(1).lower() == b"link" and b"canonical" in attrs.get(b"rel", b"").lower().split():
+            found.setdefault("canonical", attrs.get(b"href", b""))
+        elif tag.group(1).lower() == b"meta" and attrs.get(b"property", b"").lower() == b"og:url":
+            found.setdefault("og", attrs.get(b"content", b""))
+    for key in ("canonical", "og"):
+        url = found.get(key, b"").strip()
+        if url.lower().startswith((b"http://", b"https://")):
+            return url.decode("utf-8", "replace")
     return None
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import re
 import zlib
 from dataclasses import dataclass, field

@@ -58,7 +58,7 @@ class Reject(Exception):
 
 # First match wins; anything else gets the caller's default (bad_json for a JSON line, ...).
 _REASONS: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
-    (ExpansionLimit, "too_large"),
+    ((ExpansionLimit, MemoryError), "too_large"),
     (NotAFile, "unreadable"),
     (RecursionError, "too_deep"),
     (UnicodeError, "invalid_utf8"),
@@ -68,8 +68,13 @@ _REASONS: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str
 
 
 def caused_by_input(exc: BaseException) -> bool:
-    """True for exceptions a bad document can cause; False for interrupts and exhausted memory."""
-    return isinstance(exc, Exception) and not isinstance(exc, MemoryError)
+    """True for exceptions a bad document can cause; False for interrupts and exhausted memory.
+
+    Arrow's MemoryError is the exception: Arrow raises it when one allocation fails, typically the
+    size a corrupt file's metadata asked for, so it is the file's fault, not this worker's."""
+    if isinstance(exc, MemoryError):
+        return isinstance(exc, pa.ArrowException)
+    return isinstance(exc, Exception)
 
 
 def reject_reason(exc: BaseException, default: str) -> str:
@@ -110,7 +115,7 @@ class DocBuffer:
     """
 
     def __init__(self, source: str, flush_rows: int = 5_000):
-        self.source = source
+        self.source = valid_utf8(source)[0]  # it comes from file names, which need not be UTF-8
         self.flush_rows = flush_rows
         self.rows: list[dict[str, Any]] = []
 

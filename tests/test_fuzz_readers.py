@@ -34,7 +34,7 @@ import zstandard
 from assay.extractors.pdf import ExtractPdf
 from assay.extractors.stages import ExtractHtmlFiles, ExtractWarc
 from assay.pipeline.dataset import Dataset
-from assay.pipeline.readers import ReadJsonl, ReadParquet, ReadTextFiles
+from assay.pipeline.readers import ReadJsonl, ReadParquet, ReadTextFiles, valid_utf8
 from assay.pipeline.runner import run_stage
 from conftest import FIXTURES, SAMPLE
 from fuzzing import (Hang, Mutator, deadline, http_response, pdf_file, pdf_stream, text_page_objects, warc_record,
@@ -44,6 +44,9 @@ SEED = 20240909
 CASE_LIMIT_S = 30  # per file; extraction itself is held to timeout_s per document by the stages
 EXTRACT_TIMEOUT_S = 2.5
 REASON = re.compile(r"^[a-z][a-z0-9_]*$")
+# Cases that cost seconds by design (80,000 tiny records before the bomb guard trips, a 300 MB line):
+# the per-file pass reads them, the end-to-end pass does not repeat them.
+HEAVY = {"edge:bomb-records.jsonl.zst", "edge:huge-record"}
 
 
 @dataclass
@@ -100,7 +103,9 @@ def sparse_line(path: Path, prefix: bytes, size: int, after: bytes) -> None:
         fh.write(b"\n" + after)
 
 
-def common_specials(c: Corpus, suffix: str) -> None:
+def common_specials(c: Corpus, suffix: str, data: bytes) -> None:
+    # A regular file whose name is not UTF-8: paths and source names come from names like this.
+    c.add(os.fsdecode(b"name-\xff\xfe") + suffix, data, "edge:non-utf8-name")
     c.special(f"fifo{suffix}", os.mkfifo)  # opening it would block forever
     c.special(f"dev-zero{suffix}", lambda p: os.symlink("/dev/zero", p))  # endless
     c.special(f"loop{suffix}", lambda p: (os.symlink(p.with_name("loop-b"), p), os.symlink(p, p.with_name("loop-b"))))
@@ -165,7 +170,7 @@ def jsonl_cases(root: Path) -> list[Case]:
         c.add(name, data, "edge:" + name)
     huge = c.add("huge-record.jsonl", b"", "edge:huge-record")
     sparse_line(huge, b'{"text": "', 300 << 20, b'{"text": "the line after a 300 MB record"}\n')
-    common_specials(c, ".jsonl")
+    common_specials(c, ".jsonl", seed)
     return c.cases
 
 
@@ -190,7 +195,7 @@ def text_cases(root: Path) -> list[Case]:
         c.add(name, data, "edge:" + name)
     huge = c.add("huge.txt", b"", "edge:huge-file")
     sparse_line(huge, b"start", 60 << 20, b"end")  # over the default max_doc_bytes, by size alone
-    common_specials(c, ".py")
+    common_specials(c, ".py", code[0].read_bytes())
     return c.cases
 
 
@@ -242,7 +247,7 @@ def parquet_cases(root: Path) -> list[Case]:
                        "no-footer.parquet": raw[:-8], "bad-footer-length.parquet": raw[:-8] + (2**31 - 1).to_bytes(4, "little") + b"PAR1",
                        "truncated.parquet": raw[: len(raw) // 2] + b"PAR1", "jsonl.parquet": b'{"text": "x"}\n'}.items():
         c.add(name, data, "edge:" + name)
-    common_specials(c, ".parquet")
+    common_specials(c, ".parquet", raw)
     return c.cases
 
 
@@ -280,7 +285,7 @@ def html_cases(root: Path) -> list[Case]:
     }
     for name, data in edges.items():
         c.add(name, data, "edge:" + name)
-    common_specials(c, ".html")
+    common_specials(c, ".html", raw[0])
     return c.cases
 
 
@@ -295,7 +300,7 @@ def warc_cases(root: Path) -> list[Case]:
     c.mutants("m.warc.gz", seed_gz, 30)
     c.mutants("m.warc", seed_plain, 30)
     c.mutants("m.warc.lz4", seed_lz4, 15)
-    for name in ("clipped.warc.gz", "block-sized-records.warc", "clueweb-quirk.warc.gz"):
+    for name in ("clipped.warc.gz", "block-sized-records.warc"):
         c.add(name, (FIXTURES / "warc" / name).read_bytes(), "seed")
     page = gzip.decompress(sorted((SAMPLE / "html").glob("*.html.gz"), key=lambda p: p.stat().st_size)[2].read_bytes())
     good = warc_record(http_response(page), "https://example.com/good")
@@ -324,9 +329,9 @@ def warc_cases(root: Path) -> list[Case]:
     c.add("garbage-between.warc", good + Mutator(10)._noise(3000) + good, "edge:garbage-between")
     c.add("fake-starts.warc", good + b"\nWARC/1.0\r\n" * 3000 + good, "edge:fake-record-starts")
     for name, data in {"empty.warc": b"", "random.warc": Mutator(11)._noise(8000), "random.warc.gz": Mutator(12)._noise(8000),
-                       "header-only.warc": b"WARC/1.0\r\n", "bomb.warc.gz": gzip.compress(b"\n" * (20 << 20), 9)}.items():
+                       "header-only.warc": b"WARC/1.0\r\n", "bomb.warc.gz": gzip.compress(b"\n" * (5 << 20), 9)}.items():
         c.add(name, data, "edge:" + name)
-    common_specials(c, ".warc")
+    common_specials(c, ".warc", seed_plain)
     return c.cases
 
 
@@ -346,7 +351,7 @@ def pdf_cases(root: Path) -> list[Case]:
     loop_tree = {**objs, 2: b"<< /Type /Pages /Kids [2 0 R 3 0 R] /Count 2 >>"}
     parent_loop = {**objs, 3: objs[3].replace(b"/Parent 2 0 R", b"/Parent 3 0 R")}
     self_length = {**objs, 4: objs[4].replace(b"/Length", b"/Length 6 0 R %"), 6: b"6 0 R"}
-    bomb = {**objs, 4: pdf_stream(zlib.compress(b" " * (150 << 20), 9), b"/Filter /FlateDecode ")}
+    bomb = {**objs, 4: pdf_stream(zlib.compress(b" " * (50 << 20), 9), b"/Filter /FlateDecode ")}
     deep = {**objs, 4: pdf_stream(b"[" * 100_000 + b"]" * 100_000)}
     count = {**objs, 2: b"<< /Type /Pages /Kids [3 0 R] /Count 2000000000 >>"}
     kids_many = {**objs, 2: b"<< /Type /Pages /Kids [" + b"3 0 R " * 100_000 + b"] /Count 100000 >>"}
@@ -360,7 +365,7 @@ def pdf_cases(root: Path) -> list[Case]:
     }
     for name, data in edges.items():
         c.add(name, data, "edge:" + name)
-    common_specials(c, ".pdf")
+    common_specials(c, ".pdf", made)
     return c.cases
 
 
@@ -369,7 +374,8 @@ STAGES = {
     "read.text": (lambda d: ReadTextFiles({"paths": d}), text_cases),
     "read.parquet": (lambda d: ReadParquet({"paths": d}), parquet_cases),
     "extract.html": (lambda d: ExtractHtmlFiles({"paths": d, "timeout_s": EXTRACT_TIMEOUT_S}), html_cases),
-    "extract.warc": (lambda d: ExtractWarc({"paths": d, "timeout_s": EXTRACT_TIMEOUT_S}), warc_cases),
+    # WARC framing is what is fuzzed here, not extraction quality: the fast extractor keeps it quick.
+    "extract.warc": (lambda d: ExtractWarc({"paths": d, "timeout_s": EXTRACT_TIMEOUT_S, "mode": "fast"}), warc_cases),
     "extract.pdf": (lambda d: ExtractPdf({"paths": d, "timeout_s": EXTRACT_TIMEOUT_S}), pdf_cases),
 }
 # Every PDF backend sees a share of the PDF cases: their failure modes differ (pypdf is pure Python).
@@ -381,6 +387,7 @@ PDF_BACKENDS = ("auto", "pdfium", "pypdf")
 def row_problems(table: pa.Table, path: str, per_file_meta_path: bool) -> list[str]:
     """What is wrong with the rows one input file gave (empty list: nothing)."""
     problems = []
+    path = valid_utf8(path)[0]  # rows store names that are not UTF-8 with U+FFFD in place
     if table.num_rows == 0:
         return ["no row at all: the file is not accounted for"]
     try:
@@ -461,7 +468,7 @@ def run_as_stage(stage, out: Path, files: list[str]) -> list[str]:
                 owned.add(group[0])
             else:
                 where = str(meta.get("path") or meta.get("location") or "")
-                owned.update(f for f in group if where == f or where.startswith(f + ":") or where.startswith(f + " "))
+                owned.update(f for f in group if where == valid_utf8(f)[0] or where.startswith((valid_utf8(f)[0] + ":", valid_utf8(f)[0] + " ")))
     missing = sorted(set(files) - owned)
     if missing:
         failures.append(f"{len(missing)} files own no row after run_stage, e.g. {missing[:3]}")
@@ -499,7 +506,7 @@ def test_fuzz_reader(name, tmp_path, report):
     # The end-to-end pass takes the seeds, the hand-made cases and a sample of mutants: extraction
     # dominates the time, and the per-file pass above already saw every case.
     files = sorted(c.path for i, c in enumerate(cases) if Path(c.path).parent == Path(directory)
-                   and (c.origin.startswith(("seed", "edge")) or i % 5 == 0))
+                   and (c.origin.startswith(("seed", "edge")) or i % 5 == 0) and c.origin not in HEAVY)
     failures += run_as_stage(make_stage(files), tmp_path / "out", files)
     stats["seconds"] = round(time.perf_counter() - started, 1)
     stats["rejects"] = dict(stats["rejects"])
