@@ -514,3 +514,38 @@ def test_fuzz_reader(name, tmp_path, report):
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures[:30])
     # The readers are not just rejecting everything: the unmutated seeds give documents.
     assert stats["seed_documents"] > 0 and stats["kept"] > 0
+
+
+# ---- what must not become a reject ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit, MemoryError, Hang])
+def test_interrupts_pass_through_the_guards(exc, tmp_path):
+    from assay.pipeline.readers import DocBuffer
+
+    buf = DocBuffer("s")
+    with pytest.raises(exc):
+        with buf.guard("here", "bad_json"):
+            raise exc()
+    assert buf.rows == []
+    with buf.guard("here", "bad_json"):  # while a document's own error is one reject
+        raise ValueError("bad")
+    assert [r["reject_reason"] for r in buf.rows] == ["bad_json"]
+    # Thrown into a reader at a yield (a consumer interrupted mid-file): out it comes, unchanged.
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"text": "a"}\n' * 12_000)
+    reading = ReadJsonl({"paths": [str(path)]}).read_file(str(path))
+    next(reading)
+    with pytest.raises(exc):
+        reading.throw(exc())
+
+
+def test_interrupted_watchdog_kills_its_child():
+    from assay.extractors.limits import Watchdog
+
+    with Watchdog(time.sleep, timeout_s=30) as dog:
+        with pytest.raises(Hang):
+            with deadline(0.5):
+                dog.run(10)
+        assert dog._proc is None  # a late answer to the interrupted item cannot reach the next caller
+        out = dog.run(0)
+        assert out.ok and out.value is None
