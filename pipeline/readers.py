@@ -329,7 +329,8 @@ class ReadTextFiles(FileReader):
     path_params = ("paths", "root")
 
     def source_for(self, path: str) -> str:
-        return self.params.source or Path(self.params.paths[0].rstrip("/*")).name or "text"
+        first = self.params.paths[0] if self.params.paths else ""
+        return self.params.source or Path(first.rstrip("/*")).name or "text"
 
     def read_file(self, path: str) -> Iterator[pa.Table]:
         p = self.params
