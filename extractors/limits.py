@@ -117,10 +117,10 @@ class Watchdog:
         if not self.isolate:
             try:
                 return Outcome(True, self.fn(item))
-            except MemoryError:
-                return Outcome(False, reason="too_large", detail="out of memory in extractor")
             except RecursionError:
                 return Outcome(False, reason="too_deep", detail="document nesting too deep")
+            except MemoryError:
+                raise  # in-process there is no per-document cap: this worker itself is out of memory
             except Exception as exc:
                 return Outcome(False, reason="extract_error", detail=f"{type(exc).__name__}: {exc}"[:500])
         if self._proc is None or not self._proc.is_alive():
@@ -139,6 +139,11 @@ class Watchdog:
                 # stopped from outside (the user or the engine), not by the document: never a reject
                 raise KeyboardInterrupt(f"extractor stopped by signal {-code}")
             return Outcome(False, reason="extract_crash", detail=f"extractor process died (exit {code})")
+        except BaseException:
+            # Interrupted while the child works (Ctrl-C, a caller's own deadline): kill it, or its late
+            # answer to this item would be read as the answer to the next one.
+            self._kill()
+            raise
         self._kill()
         self.restarts += 1
         return Outcome(False, reason="timeout", detail=f"extraction exceeded {self.timeout_s:g}s")
