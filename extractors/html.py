@@ -19,6 +19,7 @@ import re
 from dataclasses import asdict
 from typing import Any
 
+from .code import normalize_code, pre_text
 from .markdown import CodeBlock, body_to_markdown, code_key, code_language
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
@@ -29,8 +30,11 @@ _DROP_XPATH = ("//*[@role='navigation' or @role='contentinfo' or @role='compleme
                " or @aria-hidden='true' or @hidden]")
 # Markers of formula markup that `rewrite_math` handles. Plain substring tests: one case-insensitive
 # regex alternation over the raw page used to cost a quarter of the extraction time.
-_MATH_MARKERS = ("math/", "<math", "<MATH", "katex", "MathJax", "mathjax", "mjx-")
-_MATH_IMG = re.compile(r"<img\b[^>]*class=[\"'][^\"'>]*(?:math|tex)", re.I)
+_MATH_MARKERS = ("math/", "<math", "<MATH", "katex", "MathJax", "mathjax", "mjx-", "class=\"math", "class='math",
+                 "arithmatex", "\\begin{")
+# Formula images: a math/tex class, a TeX renderer's URL, or alt text with a TeX command.
+_MATH_IMG = re.compile(r"<img\b[^>]*(?:class=[\"'][^\"'>]*(?:math|tex)|mimetex|mathtex|codecogs|latex|[?&]chl="
+                       r"|upmath|alt=[\"'][^\"']*\\[a-zA-Z])", re.I)
 _DOCTYPE_SLASH = re.compile(r"^\s*<\s?!\s?doctype[^>]*/[^<>]*>", re.I)
 
 
@@ -115,17 +119,22 @@ def _prepare(html: str):
     n_math = rewrite_math(tree) if _has_math(html) else 0
     for el in tree.xpath(_DROP_XPATH):
         if el.getparent() is not None and el.tag not in ("html", "body"):
-            el.getparent().remove(el)
+            el.drop_tree()  # keeps the tail: the text after a hidden anchor is content
     # Dropped before the code blocks are saved: a <script> (highlighter loaders) or a "Copy" <button>
     # inside a <pre> is no code, and the saved copy must match what the extractor keeps of the block.
+    normalize_code(tree)  # before the drop: a <textarea> can be a code listing
     etree.strip_elements(tree, *_DROP_TAGS, etree.Comment, with_tail=False)
     code_blocks: dict[str, CodeBlock] = {}
     for pre in list(tree.iter("pre")):  # a list: _unwrap_code moves blocks
-        for br in pre.iter("br"):
-            br.tail = "\n" + (br.tail or "")
-        text = pre.text_content()
+        text = pre_text(pre)
         if text.strip():
             code_blocks.setdefault(code_key(text), CodeBlock(text, code_language(pre)))
+            # The block as plain text: the extractor's walk over highlighter spans loses pieces
+            # (and costs time); the verbatim copy is written back from `code_blocks` anyway.
+            tail, attrib = pre.tail, dict(pre.attrib)
+            pre.clear()
+            pre.attrib.update(attrib)
+            pre.text, pre.tail = text, tail
             _unwrap_code(pre, len(text))
     posts = thread_posts(tree)  # forum/Q&A candidates; whether the page is a thread is decided later
     return _main_region(tree), n_math, code_blocks, title, posts

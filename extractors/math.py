@@ -127,6 +127,14 @@ def _tex_annotation(el) -> str | None:
 # ---- rewriting the tree ------------------------------------------------------------------------
 
 _MATH_SCRIPT = re.compile(r"math/(tex|asciimath|mml)", re.I)
+# Class names of the elements sites wrap one formula in (MediaWiki's mwe-math-element, KaTeX's
+# katex-display, Pandoc's/Sphinx's span.math, arithmatex, MathJax's containers, ...).
+_MATHY_CLASS = re.compile(r"math|katex|latex|\btex\b|mjx|formula|equation|arithmatex|wp-katex", re.I)
+# Elements in which a formula is part of running text; anywhere else a display formula gets its own
+# paragraph, since extractors skip bare text sitting in a <div> between blocks.
+_INLINE_PARENTS = {"p", "span", "a", "em", "strong", "b", "i", "u", "font", "label", "small", "sup", "sub",
+                   "li", "td", "th", "dd", "dt", "h1", "h2", "h3", "h4", "h5", "h6", "code", "blockquote",
+                   "figcaption", "caption", "center", "q", "cite", "mark", "abbr", "big", "tt"}
 
 
 def _wrap(tex: str, display: bool) -> str:
@@ -134,10 +142,21 @@ def _wrap(tex: str, display: bool) -> str:
     return f"$${tex}$$" if display else f"${tex}$"
 
 
-def _replace(el, text: str) -> None:
-    """Replace `el` by `text`, keeping the tail that follows it."""
+def _drop(el) -> None:
+    """Remove `el` but keep the text that follows it (lxml's remove() takes the tail with it)."""
+    _replace(el, "")
+
+
+def _replace(el, text: str, display: bool = False) -> None:
+    """Replace `el` by `text`, keeping the tail that follows it. A display formula outside running
+    text becomes a paragraph of its own."""
     parent = el.getparent()
     if parent is None:
+        return
+    if display and text and parent.tag not in _INLINE_PARENTS:
+        para = el.makeelement("p", {})
+        para.text, para.tail = text, el.tail
+        parent.replace(el, para)
         return
     text = text + (el.tail or "")
     prev = el.getprevious()
@@ -146,6 +165,43 @@ def _replace(el, text: str) -> None:
     else:
         parent.text = (parent.text or "") + text
     parent.remove(el)
+
+
+def _outer(el):
+    """The outermost wrapper that holds nothing but this formula: a math-classed or hidden span/div
+    whose other content is rendered copies or fallback images (no text of its own). Replacing the
+    wrapper rather than the formula keeps the TeX out of hidden elements (MediaWiki hides its MathML
+    in a `display: none` span) and drops the fallback image with it."""
+    own = "".join(el.itertext()) if isinstance(el.tag, str) else ""
+    node = el
+    for _ in range(4):
+        parent = node.getparent()
+        if parent is None or parent.tag not in ("span", "div", "figure", "center") and not parent.tag.startswith("mjx"):
+            break
+        marks = (parent.get("class") or "") + " " + (parent.get("style") or "").replace(" ", "")
+        if not (_MATHY_CLASS.search(marks) or "display:none" in marks):
+            break
+        if len("".join(parent.itertext()).strip()) > len(own.strip()) + 2 and not _only_renderings(parent, node):
+            break
+        node = parent
+    return node
+
+
+def _only_renderings(parent, keep) -> bool:
+    """Everything in `parent` besides `keep` is a rendered copy or image of the same formula."""
+    if (parent.text or "").strip():
+        return False
+    for child in parent:
+        if child is keep:
+            continue
+        if (child.tail or "").strip():
+            return False
+        cls = child.get("class") or "" if isinstance(child.tag, str) else ""
+        if child.tag in ("img", "svg") or _MATHY_CLASS.search(cls) or child.get("aria-hidden") == "true":
+            continue
+        if "".join(child.itertext()).strip():
+            return False
+    return True
 
 
 def _asciimath_to_tex(src: str) -> str:
@@ -157,26 +213,39 @@ def _asciimath_to_tex(src: str) -> str:
     return out
 
 
+def _has_class(name: str) -> str:
+    return f"contains(concat(' ', normalize-space(@class), ' '), ' {name} ')"
+
+
+_RENDERED_COPIES = " or ".join(_has_class(c) for c in (
+    "MathJax_Preview", "MathJax", "MathJax_Display", "MathJax_SVG", "MathJax_SVG_Display", "MathJax_CHTML",
+    "MathJax_PHTML", "MathJax_MathML", "MJXc-display", "katex-html"))
+
+
+def _is_display(el) -> bool:
+    marks = " ".join(filter(None, (el.get("display"), el.get("mode"), el.get("class"))))
+    parent = el.getparent()
+    if parent is not None:
+        marks += " " + (parent.get("class") or "")
+    return bool(re.search(r"\b(block|display)\b|katex-display|math-display|MathJax_Display|equation", marks))
+
+
 def rewrite_math(root) -> int:
     """Turn every formula under `root` into `$tex$` / `$$tex$$` text; returns how many were found."""
     count = 0
     # Rendered copies that sit beside a source we read: drop them first so the text is not doubled.
-    for el in root.xpath(
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' MathJax_Preview ')"
-        " or contains(concat(' ', normalize-space(@class), ' '), ' MathJax ')"
-        " or contains(concat(' ', normalize-space(@class), ' '), ' MathJax_Display ')"
-        " or contains(concat(' ', normalize-space(@class), ' '), ' MathJax_SVG ')"
-        " or contains(concat(' ', normalize-space(@class), ' '), ' katex-html ')]"
-    ):
-        if el.getparent() is not None:
-            _replace(el, "")
+    # MathJax 2 renders beside its <script type=math/tex>; KaTeX beside its MathML.
+    if root.xpath("boolean(//script[contains(@type, 'math/')])") or "katex-html" in _classes(root):
+        for el in root.xpath(f"//*[{_RENDERED_COPIES}]"):
+            if el.getparent() is not None:
+                _drop(el)
     for el in root.xpath("//script[@type]"):
         typ = el.get("type") or ""
         if not _MATH_SCRIPT.search(typ):
             continue
         src = (el.text or "").strip()
         if src in ("\\begingroup", "\\endgroup"):  # StackExchange's per-post MathJax scoping, not math
-            _replace(el, "")
+            _drop(el)
             continue
         display = "display" in typ.lower()
         if "asciimath" in typ.lower():
@@ -186,43 +255,152 @@ def rewrite_math(root) -> int:
                 src = mathml_to_latex(etree.fromstring(src.encode()))
             except etree.XMLSyntaxError:
                 pass
-        _replace(el, _wrap(src, display) if src else "")
+        _replace(_outer(el), _wrap(src, display) if src else "", display)
         count += 1
     # KaTeX: <span class="katex"> holds <span class="katex-mathml"><math>…<annotation>.
-    for el in root.xpath("//*[contains(concat(' ', normalize-space(@class), ' '), ' katex ')]"):
+    for el in root.xpath(f"//*[{_has_class('katex')}]"):
         if el.getparent() is None:
             continue
-        parent = el.getparent()
-        display = "katex-display" in (parent.get("class") or "")
+        display = "katex-display" in (el.getparent().get("class") or "")
         tex = _tex_annotation(el)
         if tex is None:
             maths = [m for m in el.iter() if _local(m.tag) == "math"]
-            tex = mathml_to_latex(maths[0]) if maths else None
+            tex = _math_tex(maths[0]) if maths else None
         if tex:
-            _replace(el, _wrap(tex, display))
+            _replace(_outer(el), _wrap(tex, display), display)
             count += 1
     # MathJax 3 containers keep MathML in an assistive copy; raw MathML anywhere else.
     for el in root.xpath("//mjx-container"):
         maths = [m for m in el.iter() if _local(m.tag) == "math"]
         if maths:
-            display = el.get("display") == "true"
-            _replace(el, _wrap(_tex_annotation(maths[0]) or mathml_to_latex(maths[0]), display))
+            display = el.get("display") == "true" or maths[0].get("display") == "block"
+            _replace(_outer(el), _wrap(_math_tex(maths[0]), display), display)
             count += 1
     for el in root.xpath("//*[local-name()='math']"):
         if el.getparent() is None:
             continue
-        display = (el.get("display") or el.get("mode") or "") in ("block", "display")
-        tex = _tex_annotation(el) or mathml_to_latex(el)
-        _replace(el, _wrap(tex, display) if tex.strip() else "")
+        display = _is_display(el)
+        tex = _math_tex(el)
+        _replace(_outer(el), _wrap(tex, display) if tex.strip() else "", display)
         count += 1
-    # Wikipedia and many blogs: formula images whose alt text is the TeX source.
-    for el in root.xpath("//img[contains(@class, 'math') or contains(@class, 'latex') or contains(@class, 'tex')][@alt]"):
-        alt = el.get("alt").strip()
-        if alt:
-            alt = alt[1:-1] if alt.startswith("$") and alt.endswith("$") and len(alt) > 1 else alt
-            display = "display" in (el.get("class") or "") or "block" in (el.get("class") or "")
-            _replace(el, _wrap(alt.strip("$ "), display))
-            count += 1
+    count += _rewrite_images(root)
+    count += _rewrite_raw_tex(root)
+    return count
+
+
+def _classes(root) -> str:
+    return " ".join(root.xpath("//@class[contains(., 'katex')]"))
+
+
+def _math_tex(el) -> str:
+    """TeX of a MathML element: its TeX annotation, else its alttext (MediaWiki states the TeX there),
+    else a conversion of the MathML."""
+    tex = _tex_annotation(el)
+    if tex:
+        return tex
+    alt = (el.get("alttext") or "").strip()
+    if alt and looks_like_tex(alt):
+        return alt
+    return mathml_to_latex(el)
+
+
+# ---- formula images ----------------------------------------------------------------------------
+
+# Server-side TeX renderers and where each keeps the TeX in the image URL: the whole query string
+# (mimeTeX, mathTeX, CodeCogs), a query parameter (WordPress latex.php, Google Chart's chl), or the
+# path after a prefix (upmath, CodeCogs' /svg.image?...).
+_TEX_URL = re.compile(
+    r"(?:mimetex|mathtex|mathcgi|cgi-bin/(?:math)?tex)[\w.-]*\.(?:cgi|exe|php)\?(?P<query>.+)"
+    r"|codecogs\.com/[\w.]*(?:latex|image|gif|png|svg)[\w.]*\?(?P<cogs>.+)"
+    r"|[?&](?:latex|tex|chl|formula|eq|math)=(?P<param>[^&]+)"
+    r"|(?:upmath\.me|latex\.[\w.-]+|tex\.[\w.-]+)/(?:svg|png|gif)/(?P<path>.+)", re.I)
+# Renderer options that precede the formula in the URL: \dpi{110}, \bg_white, \inline, \large, ...
+_URL_OPTIONS = re.compile(r"^(?:\s*(?:\\dpi\{\d+\}|\\bg_\w+|\\bg\{\w+\}|\\fg_\w+|\\inline|\\(?:tiny|small|normalsize"
+                          r"|large|Large|LARGE|huge|Huge)\b|\\(?:fn|f)_\w+|\\(?:png|gif|svg)\b|\\(?:displaystyle|textstyle)\b"
+                          r"|\\(?:phv|cm|jvn)\b)\s*)+")
+_TEX_HINT = re.compile(r"\\[A-Za-z]+|[\^_]|\{.*\}|[=<>+\-*/]")
+_GENERIC_ALT = re.compile(r"^(?:formula|equation|math|latex|tex|image|img|icon|logo|png|gif|svg|\d+)$", re.I)
+
+
+def looks_like_tex(text: str) -> bool:
+    """A short string that reads as a formula rather than words: a TeX command, a sub/superscript,
+    braces or an operator, and not a sentence."""
+    text = text.strip()
+    if not text or len(text) > 2000 or _GENERIC_ALT.match(text):
+        return False
+    if re.search(r"\\[A-Za-z]+", text):
+        return True
+    words = re.findall(r"[A-Za-z]{4,}", text)
+    return bool(_TEX_HINT.search(text)) and len(words) <= 2
+
+
+def _tex_from_url(src: str) -> str | None:
+    from html import unescape
+    from urllib.parse import unquote, unquote_plus
+
+    m = _TEX_URL.search(src)
+    if not m:
+        return None
+    if m.group("param") is not None:
+        tex = unquote_plus(m.group("param"))  # form encoding: '+' is a space, a plus is %2B
+    else:
+        tex = unquote(m.group("query") or m.group("cogs") or m.group("path") or "")
+    # CodeCogs' editor writes spaces as &space; (an HTML entity inside the URL).
+    tex = unescape(tex.replace("&space;", " ").replace("&plus;", "+"))
+    tex = _URL_OPTIONS.sub("", tex).strip()
+    return tex or None
+
+
+def _rewrite_images(root) -> int:
+    """Formula images: the TeX is in the URL of a known renderer, or in the alt/title text (MediaWiki
+    fallback images, WordPress, QuickLaTeX, pandoc --webtex, Wikipedia's old texvc PNGs)."""
+    count = 0
+    for el in list(root.iter("img")):
+        if el.getparent() is None:
+            continue
+        src = el.get("src") or el.get("data-src") or ""
+        cls = el.get("class") or ""
+        tex = _tex_from_url(src) if src else None
+        alt = (el.get("alt") or el.get("title") or "").strip()
+        if alt.startswith("$") and alt.endswith("$") and len(alt) > 2:
+            alt = alt.strip("$").strip()
+        mathy = bool(_MATHY_CLASS.search(cls)) or "quicklatex" in src or "/math/" in src or "/latex/" in src
+        if alt and looks_like_tex(alt) and (tex is not None or mathy or re.search(r"\\[A-Za-z]+", alt)):
+            tex = alt  # the page's own text of the formula; the URL may carry renderer options
+        if not tex:
+            continue
+        display = bool(re.search(r"display|block", cls)) or _alone_in_paragraph(el)
+        _replace(_outer(el), _wrap(tex, display), display)
+        count += 1
+    return count
+
+
+def _alone_in_paragraph(el) -> bool:
+    parent = el.getparent()
+    return (parent is not None and parent.tag in ("p", "div", "center", "dd") and len(parent) == 1
+            and not (parent.text or "").strip() and not (el.tail or "").strip())
+
+
+# ---- TeX written as text in a formula element --------------------------------------------------
+
+def _rewrite_raw_tex(root) -> int:
+    """Elements that hold bare TeX for a client-side renderer (Pandoc's --katex `span.math`, docutils'
+    `div.math`, `span.arithmatex`, `<tex>`): wrapped in $ so the TeX is delimited like any other formula."""
+    count = 0
+    for el in root.xpath("//span[@class] | //div[@class] | //tex"):
+        cls = el.get("class") or ""
+        if el.tag != "tex" and not re.search(r"(?:^|\s)(?:math|tex|latex|arithmatex|equation)(?:$|\s)", cls):
+            continue
+        if len(el) or el.getparent() is None:
+            continue  # rendered markup or already rewritten
+        text = (el.text or "").strip()
+        if not text or text[0] in "$\\" and re.match(r"^(?:\$|\\\(|\\\[)", text):
+            continue  # delimited already: the text normaliser handles \( \[ and $
+        if not looks_like_tex(text) and not re.match(r"^\\begin\{", text):
+            continue
+        display = el.tag == "div" or bool(re.search(r"display|block", cls))
+        _replace(el, _wrap(text, display), display)
+        count += 1
     return count
 
 
