@@ -35,6 +35,7 @@ _MATH_MARKERS = ("math/", "<math", "<MATH", "katex", "MathJax", "mathjax", "mjx-
 # Formula images: a math/tex class, a TeX renderer's URL, or alt text with a TeX command.
 _MATH_IMG = re.compile(r"<img\b[^>]*(?:class=[\"'][^\"'>]*(?:math|tex)|mimetex|mathtex|codecogs|latex|[?&]chl="
                        r"|upmath|alt=[\"'][^\"']*\\[a-zA-Z])", re.I)
+_POST_QUOTE = re.compile(r"post|message|content|body|entry", re.I)
 _DOCTYPE_SLASH = re.compile(r"^\s*<\s?!\s?doctype[^>]*/[^<>]*>", re.I)
 
 
@@ -123,6 +124,12 @@ def _prepare(html: str):
     # Dropped before the code blocks are saved: a <script> (highlighter loaders) or a "Copy" <button>
     # inside a <pre> is no code, and the saved copy must match what the extractor keeps of the block.
     normalize_code(tree)  # before the drop: a <textarea> can be a code listing
+    for quote in tree.iter("blockquote"):
+        # Forum engines (vBulletin's blockquote.postcontent) put whole posts in a <blockquote>: that is
+        # the post's text, not a quotation, and would come out with every line behind "> ".
+        cls = quote.get("class") or ""
+        if _POST_QUOTE.search(cls) and "quote" not in cls.replace("blockquote", ""):
+            quote.tag = "div"
     etree.strip_elements(tree, *_DROP_TAGS, etree.Comment, with_tail=False)
     code_blocks: dict[str, CodeBlock] = {}
     for pre in list(tree.iter("pre")):  # a list: _unwrap_code moves blocks

@@ -362,9 +362,9 @@ def _rewrite_images(root) -> int:
         cls = el.get("class") or ""
         tex = _tex_from_url(src) if src else None
         alt = (el.get("alt") or el.get("title") or "").strip()
-        if alt.startswith("$") and alt.endswith("$") and len(alt) > 2:
-            alt = alt.strip("$").strip()
         mathy = bool(_MATHY_CLASS.search(cls)) or "quicklatex" in src or "/math/" in src or "/latex/" in src
+        if alt.startswith("$") and alt.endswith("$") and len(alt) > 2:
+            alt, mathy = alt.strip("$").strip(), True  # TeX delimiters in the alt text say it all
         if alt and looks_like_tex(alt) and (tex is not None or mathy or re.search(r"\\[A-Za-z]+", alt)):
             tex = alt  # the page's own text of the formula; the URL may carry renderer options
         if not tex:
@@ -394,8 +394,14 @@ def _rewrite_raw_tex(root) -> int:
         if len(el) or el.getparent() is None:
             continue  # rendered markup or already rewritten
         text = (el.text or "").strip()
-        if not text or text[0] in "$\\" and re.match(r"^(?:\$|\\\(|\\\[)", text):
-            continue  # delimited already: the text normaliser handles \( \[ and $
+        if not text:
+            continue
+        if re.match(r"^(?:\$|\\\(|\\\[)", text):
+            # Delimited already (the text normaliser handles \( \[ and $); a display formula alone in
+            # a <div> becomes a paragraph, which extractors keep.
+            if el.tag == "div":
+                el.tag = "p"
+            continue
         if not looks_like_tex(text) and not re.match(r"^\\begin\{", text):
             continue
         display = el.tag == "div" or bool(re.search(r"display|block", cls))
