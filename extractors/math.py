@@ -96,7 +96,7 @@ def mathml_to_latex(el) -> str:
     if tag == "mfrac" and len(conv) >= 2:
         return r"\frac{" + conv[0] + "}{" + conv[1] + "}"
     if tag == "msqrt":
-        return r"\sqrt{" + "".join(conv) + "}"
+        return r"\sqrt{" + _join(conv) + "}"
     if tag == "mroot" and len(conv) >= 2:
         return r"\sqrt[" + conv[1] + "]{" + conv[0] + "}"
     if tag == "mfenced":
@@ -110,7 +110,21 @@ def mathml_to_latex(el) -> str:
         return conv[0] if conv else ""
     if tag in ("annotation", "annotation-xml"):
         return ""
-    return "".join(conv)
+    return _join(conv)
+
+
+_ENDS_COMMAND = re.compile(r"\\[A-Za-z]+$")
+
+
+def _join(parts: list[str]) -> str:
+    """Concatenate converted pieces; a space after a command name that a letter follows (`\\pi i`,
+    not `\\pii`)."""
+    out = ""
+    for part in parts:
+        if out and part[:1].isalpha() and _ENDS_COMMAND.search(out):
+            out += " "
+        out += part
+    return out
 
 
 def _fence(ch: str) -> str:
