@@ -28,19 +28,10 @@ _DROP_TAGS = ("script", "style", "noscript", "svg", "iframe", "template", "objec
 # Landmarks that are never main content; pruned before extraction so every later pass walks less tree.
 _DROP_XPATH = ("//*[@role='navigation' or @role='contentinfo' or @role='complementary' or @role='search'"
                " or @aria-hidden='true' or @hidden]")
-# Markers of formula markup that `rewrite_math` handles. Plain substring tests: one case-insensitive
-# regex alternation over the raw page used to cost a quarter of the extraction time.
-_MATH_MARKERS = ("math/", "<math", "<MATH", "katex", "MathJax", "mathjax", "mjx-", "class=\"math", "class='math",
-                 "arithmatex", "\\begin{")
-# Formula images: a math/tex class, a TeX renderer's URL, or alt text with a TeX command.
-_MATH_IMG = re.compile(r"<img\b[^>]*(?:class=[\"'][^\"'>]*(?:math|tex)|mimetex|mathtex|codecogs|latex|[?&]chl="
-                       r"|upmath|alt=[\"'][^\"']*\\[a-zA-Z])", re.I)
+# Code markup `normalize_code` rewrites: <pre>/<code>/<textarea>, code-classed divs and table cells.
+_CODE_MARKERS = ("<pre", "<PRE", "<code", "<CODE", "<textarea", "-code", "_code", "code-", "code_", "Code")
 _POST_QUOTE = re.compile(r"post|message|content|body|entry", re.I)
 _DOCTYPE_SLASH = re.compile(r"^\s*<\s?!\s?doctype[^>]*/[^<>]*>", re.I)
-
-
-def _has_math(html: str) -> bool:
-    return any(m in html for m in _MATH_MARKERS) or ("<img" in html and _MATH_IMG.search(html) is not None)
 
 
 def decode_html(data: bytes | str, declared: str | None = None) -> tuple[str, str]:
@@ -109,21 +100,23 @@ def _parse(html: str):
 def _prepare(html: str):
     from lxml import etree
 
-    from .math import rewrite_math
+    from .math import math_passes, rewrite_math
     from .threads import thread_posts
 
     tree = _parse(html)
     if tree is None:
         return None, 0, {}, None, []
     title = _title(tree)
-    # Math markup is rare; the regex on the raw text is much cheaper than the rewrite's XPaths.
-    n_math = rewrite_math(tree) if _has_math(html) else 0
+    # Math markup is rare; substring tests on the raw text are much cheaper than the rewrite's XPaths.
+    passes = math_passes(html)
+    n_math = rewrite_math(tree, passes) if passes else 0
     for el in tree.xpath(_DROP_XPATH):
         if el.getparent() is not None and el.tag not in ("html", "body"):
             el.drop_tree()  # keeps the tail: the text after a hidden anchor is content
     # Dropped before the code blocks are saved: a <script> (highlighter loaders) or a "Copy" <button>
     # inside a <pre> is no code, and the saved copy must match what the extractor keeps of the block.
-    normalize_code(tree)  # before the drop: a <textarea> can be a code listing
+    if any(m in html for m in _CODE_MARKERS):
+        normalize_code(tree)  # before the drop: a <textarea> can be a code listing
     for quote in tree.iter("blockquote"):
         # Forum engines (vBulletin's blockquote.postcontent) put whole posts in a <blockquote>: that is
         # the post's text, not a quotation, and would come out with every line behind "> ".

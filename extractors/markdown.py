@@ -126,7 +126,10 @@ class MarkdownWriter:
                 item.remove(c)
             marker = f"{n}." if ordered else "-"
             body = self.text(item)
-            if body:
+            if body and "```" in body:
+                # Code keeps its lines as they are: indenting them for the list would change the code.
+                out.append("  " * depth + f"{marker} " + body)
+            elif body:
                 out.append("  " * depth + f"{marker} " + body.replace("\n", "\n" + "  " * (depth + 1)))
             out += [self.list(c, depth + 1) for c in nested]
         return "\n".join(x for x in out if x)

@@ -35,7 +35,9 @@ _MI = {
     "ℤ": r"\mathbb{Z}", "ℚ": r"\mathbb{Q}", "ℂ": r"\mathbb{C}", "ℓ": r"\ell", "∞": r"\infty",
 }
 _FUNCS = {"sin", "cos", "tan", "log", "ln", "exp", "lim", "max", "min", "det", "sup", "inf", "arg"}
-_ACCENTS = {"^": r"\hat", "¯": r"\bar", "ˉ": r"\bar", "→": r"\vec", "˙": r"\dot", "~": r"\tilde", "˜": r"\tilde"}
+_ACCENTS = {"^": r"\hat", "ˆ": r"\hat", "ˉ": r"\bar", "→": r"\vec", "⃗": r"\vec", "˙": r"\dot", "~": r"\tilde",
+            "˜": r"\tilde", "¯": r"\overline", "_": r"\overline", "‾": r"\overline", "―": r"\overline",
+            "⏞": r"\overbrace"}
 
 
 def _local(tag) -> str:
@@ -244,20 +246,51 @@ def _is_display(el) -> bool:
     return bool(re.search(r"\b(block|display)\b|katex-display|math-display|MathJax_Display|equation", marks))
 
 
-def rewrite_math(root) -> int:
-    """Turn every formula under `root` into `$tex$` / `$$tex$$` text; returns how many were found."""
+# Which pass can find anything, by substrings of the raw page (C-speed scans; each pass walks the
+# whole tree, and most pages have no formula at all).
+_PASS_MARKERS = {
+    "script": ("math/",),
+    "katex": ("katex",),
+    "mjx": ("<mjx-",),
+    "mathml": ("<math", "<MATH", ":math"),
+    "img": ("mimetex", "mathtex", "codecogs", "latex", "chl=", "upmath", "/math/", "class=\"math", "class='math",
+            "mwe-math", "class=\"tex", "class='tex",
+            "alt=\"\\", "alt='\\", "alt=\"$", "alt='$", "&#92;"),
+    "raw": ("class=\"math", "class='math", "arithmatex", "<tex", "class=\"tex", "class='tex", "latex", "equation"),
+}
+
+
+def math_passes(html: str) -> set[str]:
+    """The rewrite passes worth running on this page (empty: no formula markup at all)."""
+    found = set()
+    for name, markers in _PASS_MARKERS.items():
+        if name == "img" and ("<img" not in html and "<IMG" not in html):
+            continue
+        if any(m in html for m in markers):
+            found.add(name)
+    return found
+
+
+def rewrite_math(root, passes: set[str] | None = None) -> int:
+    """Turn every formula under `root` into `$tex$` / `$$tex$$` text; returns how many were found.
+    `passes` (from `math_passes`) skips the kinds of markup the page does not have."""
+    run = set(_PASS_MARKERS) if passes is None else passes
     count = 0
     # Rendered copies that sit beside a source we read: drop them first so the text is not doubled.
     # MathJax 2 renders beside its <script type=math/tex>; KaTeX beside its MathML.
-    if root.xpath("boolean(//script[contains(@type, 'math/')])") or "katex-html" in _classes(root):
+    if "script" in run and root.xpath("boolean(//script[contains(@type, 'math/')])") or "katex" in run and "katex-html" in _classes(root):
         for el in root.xpath(f"//*[{_RENDERED_COPIES}]"):
             if el.getparent() is not None:
                 _drop(el)
-    for el in root.xpath("//script[@type]"):
+    for el in root.xpath("//script[contains(@type, 'math')]") if "script" in run else ():
         typ = el.get("type") or ""
         if not _MATH_SCRIPT.search(typ):
             continue
         src = (el.text or "").strip()
+        if "&" in src and ";" in src:
+            from html import unescape
+
+            src = unescape(src)  # script text is not entity-decoded by the parser; `&lt;` here means <
         if src in ("\\begingroup", "\\endgroup"):  # StackExchange's per-post MathJax scoping, not math
             _drop(el)
             continue
@@ -272,7 +305,7 @@ def rewrite_math(root) -> int:
         _replace(_outer(el), _wrap(src, display) if src else "", display)
         count += 1
     # KaTeX: <span class="katex"> holds <span class="katex-mathml"><math>…<annotation>.
-    for el in root.xpath(f"//*[{_has_class('katex')}]"):
+    for el in root.xpath(f"//*[{_has_class('katex')}]") if "katex" in run else ():
         if el.getparent() is None:
             continue
         display = "katex-display" in (el.getparent().get("class") or "")
@@ -284,21 +317,23 @@ def rewrite_math(root) -> int:
             _replace(_outer(el), _wrap(tex, display), display)
             count += 1
     # MathJax 3 containers keep MathML in an assistive copy; raw MathML anywhere else.
-    for el in root.xpath("//mjx-container"):
+    for el in root.xpath("//mjx-container") if "mjx" in run else ():
         maths = [m for m in el.iter() if _local(m.tag) == "math"]
         if maths:
             display = el.get("display") == "true" or maths[0].get("display") == "block"
             _replace(_outer(el), _wrap(_math_tex(maths[0]), display), display)
             count += 1
-    for el in root.xpath("//*[local-name()='math']"):
+    for el in root.xpath("//*[local-name()='math']") if run & {"mathml", "katex", "mjx"} else ():
         if el.getparent() is None:
             continue
         display = _is_display(el)
         tex = _math_tex(el)
         _replace(_outer(el), _wrap(tex, display) if tex.strip() else "", display)
         count += 1
-    count += _rewrite_images(root)
-    count += _rewrite_raw_tex(root)
+    if "img" in run:
+        count += _rewrite_images(root)
+    if "raw" in run:
+        count += _rewrite_raw_tex(root)
     return count
 
 
@@ -397,11 +432,15 @@ def _alone_in_paragraph(el) -> bool:
 
 # ---- TeX written as text in a formula element --------------------------------------------------
 
+_RAW_TEX_XPATH = ("//*[self::span or self::div][contains(@class, 'math') or contains(@class, 'tex')"
+                  " or contains(@class, 'equation')] | //tex")
+
+
 def _rewrite_raw_tex(root) -> int:
     """Elements that hold bare TeX for a client-side renderer (Pandoc's --katex `span.math`, docutils'
     `div.math`, `span.arithmatex`, `<tex>`): wrapped in $ so the TeX is delimited like any other formula."""
     count = 0
-    for el in root.xpath("//span[@class] | //div[@class] | //tex"):
+    for el in root.xpath(_RAW_TEX_XPATH):
         cls = el.get("class") or ""
         if el.tag != "tex" and not re.search(r"(?:^|\s)(?:math|tex|latex|arithmatex|equation)(?:$|\s)", cls):
             continue
