@@ -26,10 +26,10 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]
 _DROP_TAGS = ("script", "style", "noscript", "svg", "iframe", "template", "object", "embed", "canvas",
               "nav", "footer", "aside", "select", "button", "input", "textarea", "link", "meta")
 # Landmarks that are never main content; pruned before extraction so every later pass walks less tree.
-_DROP_XPATH = ("//*[@role='navigation' or @role='contentinfo' or @role='complementary' or @role='search'"
+_DROP_XPATH = ("//*[@role or @aria-hidden or @hidden][@role='navigation' or @role='contentinfo' or @role='complementary' or @role='search'"
                " or @aria-hidden='true' or @hidden]")
 # Code markup `normalize_code` rewrites: <pre>/<code>/<textarea>, code-classed divs and table cells.
-_CODE_MARKERS = ("<pre", "<PRE", "<code", "<CODE", "<textarea", "-code", "_code", "code-", "code_", "Code")
+_CODE_MARKERS = ("<pre", "<code", "<textarea", "-code", "_code", "<PRE")
 _POST_QUOTE = re.compile(r"post|message|content|body|entry", re.I)
 _DOCTYPE_SLASH = re.compile(r"^\s*<\s?!\s?doctype[^>]*/[^<>]*>", re.I)
 
@@ -117,12 +117,15 @@ def _prepare(html: str):
     # inside a <pre> is no code, and the saved copy must match what the extractor keeps of the block.
     if any(m in html for m in _CODE_MARKERS):
         normalize_code(tree)  # before the drop: a <textarea> can be a code listing
+    post_quotes = []
     for quote in tree.iter("blockquote"):
         # Forum engines (vBulletin's blockquote.postcontent) put whole posts in a <blockquote>: that is
         # the post's text, not a quotation, and would come out with every line behind "> ".
         cls = quote.get("class") or ""
         if _POST_QUOTE.search(cls) and "quote" not in cls.replace("blockquote", ""):
             quote.tag = "div"
+            post_quotes.append(quote)
+    _loose_text_paragraphs(post_quotes)
     etree.strip_elements(tree, *_DROP_TAGS, etree.Comment, with_tail=False)
     code_blocks: dict[str, CodeBlock] = {}
     for pre in list(tree.iter("pre")):  # a list: _unwrap_code moves blocks
@@ -137,6 +140,7 @@ def _prepare(html: str):
             pre.text, pre.tail = text, tail
             _unwrap_code(pre, len(text))
     posts = thread_posts(tree)  # forum/Q&A candidates; whether the page is a thread is decided later
+    _loose_text_paragraphs(posts)
     return _main_region(tree), n_math, code_blocks, title, posts
 
 
@@ -152,11 +156,51 @@ def _unwrap_code(pre, chars: int) -> None:
     for _ in range(3):
         if node is None or node.tag not in _CODE_WRAPPERS or len(node.text_content()) - chars > 40:
             break
+        if node.find(".//p") is not None:
+            break  # a paragraph beside the block is content (a post's sentence), not a label
         outer, node = node, node.getparent()
     if outer is None or outer.getparent() is None:
         return
     pre.tail = outer.tail
     outer.getparent().replace(outer, pre)
+
+
+_LOOSE_XPATH = "descendant-or-self::*[self::div or self::td][text()[normalize-space()]][*]"
+_BLOCKS = {"p", "div", "pre", "table", "ul", "ol", "dl", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "section",
+           "article", "form", "figure", "hr", "center", "header", "main", "details"}
+
+
+def _loose_text_paragraphs(roots) -> None:
+    """Text written straight into a post body between <br>s and blocks (vBulletin/phpBB posts):
+    the main-content extractor skips such text and keeps only the nested blocks, so a post shrinks
+    to its code box. Each run of text and inline elements becomes a <p>. Only post bodies: on
+    article pages the same rewrite changes which block the extractor picks, for the worse."""
+    for el in (e for root in roots for e in root.xpath(_LOOSE_XPATH)):
+        kids = list(el)
+        if not any(isinstance(k.tag, str) and k.tag in _BLOCKS for k in kids):
+            continue  # no blocks beside the text: the extractor reads the element as one paragraph
+        rebuilt, run, run_text = [], [], el.text
+
+        def close() -> None:
+            if (run_text or "").strip() or any(isinstance(r.tag, str) and r.tag != "br" for r in run):
+                para = el.makeelement("p", {})
+                para.text = run_text
+                para.extend(run)  # each element moves with its tail
+                rebuilt.append(para)
+
+        for kid in kids:
+            if isinstance(kid.tag, str) and kid.tag in _BLOCKS:
+                close()
+                run, run_text = [], kid.tail
+                kid.tail = None
+                rebuilt.append(kid)
+            else:
+                run.append(kid)
+        close()
+        for kid in list(el):  # the blocks; inline elements already moved into their paragraphs
+            el.remove(kid)
+        el.text = None
+        el.extend(rebuilt)
 
 
 def _main_region(tree):

@@ -253,16 +253,23 @@ _PASS_MARKERS = {
     "katex": ("katex",),
     "mjx": ("<mjx-",),
     "mathml": ("<math", "<MATH", ":math"),
-    "img": ("mimetex", "mathtex", "codecogs", "latex", "chl=", "upmath", "/math/", "class=\"math", "class='math",
-            "mwe-math", "class=\"tex", "class='tex",
-            "alt=\"\\", "alt='\\", "alt=\"$", "alt='$", "&#92;"),
-    "raw": ("class=\"math", "class='math", "arithmatex", "<tex", "class=\"tex", "class='tex", "latex", "equation"),
+    "img": ("mimetex", "mathtex", "latex", "chl=", "upmath", "/math/", "class=\"math", "class='math", "mwe-math",
+            "class=\"tex", "class='tex", "alt=\"\\", "alt=\"$", "alt='\\", "alt='$"),
+    "raw": ("class=\"math", "class='math", "arithmatex", "<tex", "class=\"tex", "class='tex", "latex", "math-"),
 }
+
+
+# One gate before the per-pass tests: every pass marker above contains one of these, and a page
+# without formulas (most pages) pays for these few scans only.
+_GATE = ("math", "MATH", "katex", "mjx-", "latex", "mimetex", "chl=", "tex\"", "tex'", "alt=\"\\", "alt=\"$", "alt='\\",
+         "alt='$")
 
 
 def math_passes(html: str) -> set[str]:
     """The rewrite passes worth running on this page (empty: no formula markup at all)."""
-    found = set()
+    found: set[str] = set()
+    if not any(m in html for m in _GATE):
+        return found
     for name, markers in _PASS_MARKERS.items():
         if name == "img" and ("<img" not in html and "<IMG" not in html):
             continue
@@ -279,8 +286,8 @@ def rewrite_math(root, passes: set[str] | None = None) -> int:
     # Rendered copies that sit beside a source we read: drop them first so the text is not doubled.
     # MathJax 2 renders beside its <script type=math/tex>; KaTeX beside its MathML.
     if "script" in run and root.xpath("boolean(//script[contains(@type, 'math/')])") or "katex" in run and "katex-html" in _classes(root):
-        for el in root.xpath(f"//*[{_RENDERED_COPIES}]"):
-            if el.getparent() is not None:
+        for el in root.xpath(f"//*[{_RENDERED_COPIES}][not(self::mjx-container)][not(.//*[local-name()='math'])]"):
+            if el.getparent() is not None:  # a copy holding MathML (MathJax 3's assistive copy) is a source
                 _drop(el)
     for el in root.xpath("//script[contains(@type, 'math')]") if "script" in run else ():
         typ = el.get("type") or ""

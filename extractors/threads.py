@@ -25,7 +25,7 @@ _BODY_TOKEN = re.compile(
     r"(?:body|content|contents|text|message|entry)$", re.I)
 # Containers of one whole post (header, body, signature): used when no body class is found.
 _POST_TOKEN = re.compile(r"^(?:post|message|reply|answer|[\w-]*[-_](?:post|reply|answer))$", re.I)
-_CANDIDATES = "//*[" + " or ".join(f"contains(@class, '{w}')" for w in (
+_CANDIDATES = "//*[@class][" + " or ".join(f"contains(@class, '{w}')" for w in (
     "post", "Post", "message", "Message", "repl", "Repl", "answer", "Answer", "topic", "thread")) + "]"
 _MIN_POST_CHARS = 20
 _MIN_THREAD_CHARS = 200
