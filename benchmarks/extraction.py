@@ -1,23 +1,19 @@
 """Extraction benchmark: Assay vs trafilatura's default `extract()`, side by side in one run.
 
-1. Accuracy and speed on the Article Extraction Benchmark (../shared/data/extraction/aeb, 181 pages):
-   the AEB protocol (evaluate.py of scrapinghub/article-extraction-benchmark, re-implemented here):
-   \\w+ tokens, 4-token shingles, per-page precision/recall with tp/fp/fn normalised per page, then
-   averaged over pages; F1 from the averaged precision and recall.
-2. Math and code on the magic-html pages that carry formulas or <pre> blocks, plus pages written
-   here for each markup (MathJax text delimiters, <script type="math/tex">, KaTeX, MathML,
-   AsciiMath, <pre><code class="language-x">):
-   - formula recall: share of formulas (TeX source found in the page) that appear in the output,
-     compared with whitespace removed;
-   - code exact-match: share of main-content <pre> blocks whose text appears verbatim (blank lines and
-     indentation included) in the output.
-3. Forum and Q&A threads: the 103 magic-html forum pages (StackExchange, Discourse, XenForo,
-   phpBB, Reddit, Chinese BBSes, ...) against their ground-truth main text (question and answers):
-   token precision/recall per page (\\w+ runs; CJK characters one token each, since the pages are
-   multilingual), averaged over pages; F1 from the averages.
-4. Watchdog overhead: the same AEB pages through the per-page child process (limits.Watchdog).
+1. AEB (../shared/data/extraction/aeb, 181 pages): the AEB protocol (evaluate.py of
+   scrapinghub/article-extraction-benchmark, re-implemented here): \\w+ tokens, 4-token shingles,
+   per-page precision/recall with tp/fp/fn normalised per page, averaged; pages per CPU-second,
+   interleaved page by page; the watchdog's overhead.
+2. Snippets on the real AEB + magic-html pages of the split: must-contain sentences of the ground truth
+   (start, middle, end) and must-not-contain page text outside it; accuracy = checks passed.
+3. Forum and Q&A threads: the 103 magic-html forum pages, token precision/recall per page.
+4. Math and code: formula recall and code recall on magic-html pages with formulas/<pre>, and per
+   generated family (benchmarks/extraction_pages.py: real renderers, known LaTeX and code).
+5. Wall time through the CLI (`assay extract html DIR OUT --workers 1`, default params) against a
+   Python process running trafilatura's default extract() on the same files, start-up included.
 
-Run:  python benchmarks/extraction.py   (writes benchmarks/results/extraction.json)
+Run:  python benchmarks/extraction.py [--split dev|heldout]
+      (heldout → benchmarks/results/extraction.json, dev → extraction-dev.json)
 """
 from __future__ import annotations
 
@@ -427,6 +423,18 @@ def _cli_folder(real: dict[str, tuple[str, str]], generated: Path, dest: Path) -
 
 # ---- main --------------------------------------------------------------------------------------
 
+def _ensure_bench_deps() -> None:
+    """The page generator's renderers are benchmark-only dependencies: installed on first use."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    needed = ("pypandoc", "latex2mathml", "markdown", "mdx_math", "pymdownx", "docutils", "pygments")
+    if any(importlib.util.find_spec(m) is None for m in needed):
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
+                        str(ROOT / "benchmarks" / "requirements-extraction.txt")], check=True)
+
+
 def _fmt(x) -> str:
     return "-" if x is None else f"{x:.3f}"
 
@@ -440,12 +448,12 @@ def main() -> None:
     ap.add_argument("--no-cli", action="store_true", help="skip the command-line wall-time comparison")
     args = ap.parse_args()
 
-    import trafilatura
-
-    sys_path_bench = str(Path(__file__).resolve().parent)
     import sys
 
-    sys.path.insert(0, sys_path_bench)
+    import trafilatura
+
+    _ensure_bench_deps()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from extraction_pages import generate
 
     from assay.extractors.html import extract_html
@@ -528,15 +536,16 @@ def main() -> None:
         print(f"\nCLI wall time, {cli['pages']} pages, one worker, start-up included (median of {cli['rounds']}): "
               f"assay {cli['assay_s']:.1f} s, trafilatura {cli['trafilatura_s']:.1f} s, speed-up {cli['speedup']:.2f}x")
 
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({
+    results = RESULTS if args.split == "heldout" else RESULTS.with_name("extraction-dev.json")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps({
         "split": args.split, "aeb": aeb, "aeb_pages": len(pages), "watchdog": overhead, "snippets": snip,
         "forum": forum, "forum_pages": len(fpages), "math_code": mathcode, "generated": generated,
         "per_family": args.per_family, "cli": cli,
         "trafilatura_version": trafilatura.__version__, "python": platform.python_version(),
         "machine": platform.machine(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }, indent=2, sort_keys=True))
-    print(f"\nwrote {RESULTS.relative_to(ROOT)}")
+    print(f"\nwrote {results.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

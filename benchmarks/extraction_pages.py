@@ -611,30 +611,29 @@ def _br_code(code: str) -> str:
     return "<br />".join(re.sub(r"(?<= ) |^ ", "&nbsp;", esc(line)) for line in code.split("\n"))
 
 
+# How each forum engine prints a BBCode [code] box: {br} is the code with <br /> and &nbsp;, {pre} the
+# escaped code for a <pre>, {lang} the language.
+_FORUM_CODE = {
+    "phpbb3.0": "<dl class='codebox'><dt>Code: <a href='#' onclick='selectCode(this); return false;'>Select all</a></dt>"
+                "<dd><code>{br}</code></dd></dl>",
+    "phpbb3.3": "<div class='codebox'><p>Code: <a href='#' onclick='selectCode(this); return false;'>Select all</a></p>"
+                "<pre><code>{pre}</code></pre></div>",
+    "vbulletin": "<div class='bbcode_container'><div class='bbcode_description'>Code:</div>"
+                 "<pre class='bbcode_code' style='height:168px;'>{pre}</pre></div>",
+    "xenforo": "<div class='bbCodeBlock bbCodeBlock--screenLimited bbCodeBlock--code'><div class='bbCodeBlock-title'>Code:"
+               "</div><div class='bbCodeBlock-content' dir='ltr'><pre class='bbCodeCode' dir='ltr' data-xf-init='code-block' "
+               "data-lang='{lang}'><code>{pre}</code></pre></div></div>",
+    "smf": "<div class='codeheader'><span class='code floatleft'>Code</span> <a class='codeoperation smf_select_text'>"
+           "[Select]</a></div><code class='bbc_code'>{br}</code>",
+    "mybb": "<div class='codeblock'><div class='title'>Code:</div><div class='body' dir='ltr'><code>{br}</code></div></div>",
+    "discourse": "<pre><code class='lang-{lang}'>{pre}</code></pre>",
+    "invision": "<pre class='ipsCode prettyprint lang-{lang} prettyprinted'>{pre}</pre>",
+}
+
+
 def _forum_code(rng, code: str, lang: str) -> str:
-    engine = rng.choice(["phpbb3.0", "phpbb3.3", "vbulletin", "xenforo", "smf", "mybb", "discourse", "invision"])
-    if engine == "phpbb3.0":
-        return (f"<dl class='codebox'><dt>Code: <a href='#' onclick='selectCode(this); return false;'>Select all</a></dt>"
-                f"<dd><code>{_br_code(code)}</code></dd></dl>")
-    if engine == "phpbb3.3":
-        return (f"<div class='codebox'><p>Code: <a href='#' onclick='selectCode(this); return false;'>Select all</a></p>"
-                f"<pre><code>{esc(code)}</code></pre></div>")
-    if engine == "vbulletin":
-        return (f"<div class='bbcode_container'><div class='bbcode_description'>Code:</div>"
-                f"<pre class='bbcode_code' style='height:168px;'>{esc(code)}</pre></div>")
-    if engine == "xenforo":
-        return (f"<div class='bbCodeBlock bbCodeBlock--screenLimited bbCodeBlock--code'><div class='bbCodeBlock-title'>"
-                f"Code:</div><div class='bbCodeBlock-content' dir='ltr'><pre class='bbCodeCode' dir='ltr' data-xf-init='code-block' "
-                f"data-lang='{lang}'><code>{esc(code)}</code></pre></div></div>")
-    if engine == "smf":
-        return (f"<div class='codeheader'><span class='code floatleft'>Code</span> <a class='codeoperation smf_select_text'>"
-                f"[Select]</a></div><code class='bbc_code'>{_br_code(code)}</code>")
-    if engine == "mybb":
-        return (f"<div class='codeblock'><div class='title'>Code:</div><div class='body' dir='ltr'><code>"
-                f"{_br_code(code)}</code></div></div>")
-    if engine == "discourse":
-        return f"<pre><code class='lang-{lang}'>{esc(code)}</code></pre>"
-    return f"<pre class='ipsCode prettyprint lang-{lang} prettyprinted'>{esc(code)}</pre>"
+    template = _FORUM_CODE[rng.choice(sorted(_FORUM_CODE))]
+    return template.format(br=_br_code(code), pre=esc(code), lang=lang)
 
 
 def fam_forum_code(ctx: Ctx) -> tuple[str, dict]:
