@@ -28,8 +28,6 @@ _DROP_TAGS = ("script", "style", "noscript", "svg", "iframe", "template", "objec
 # Landmarks that are never main content; pruned before extraction so every later pass walks less tree.
 _DROP_XPATH = ("//*[@role or @aria-hidden or @hidden][@role='navigation' or @role='contentinfo' or @role='complementary' or @role='search'"
                " or @aria-hidden='true' or @hidden]")
-# Code markup `normalize_code` rewrites: <pre>/<code>/<textarea>, code-classed divs and table cells.
-_CODE_MARKERS = ("<pre", "<code", "<textarea", "-code", "_code", "<PRE")
 _POST_QUOTE = re.compile(r"post|message|content|body|entry", re.I)
 _DOCTYPE_SLASH = re.compile(r"^\s*<\s?!\s?doctype[^>]*/[^<>]*>", re.I)
 
@@ -115,7 +113,7 @@ def _prepare(html: str):
             el.drop_tree()  # keeps the tail: the text after a hidden anchor is content
     # Dropped before the code blocks are saved: a <script> (highlighter loaders) or a "Copy" <button>
     # inside a <pre> is no code, and the saved copy must match what the extractor keeps of the block.
-    if any(m in html for m in _CODE_MARKERS):
+    if next(tree.iter("pre", "code", "textarea"), None) is not None or "-code" in html:
         normalize_code(tree)  # before the drop: a <textarea> can be a code listing
     post_quotes = []
     for quote in tree.iter("blockquote"):

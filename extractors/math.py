@@ -259,10 +259,12 @@ _PASS_MARKERS = {
 }
 
 
-# One gate before the per-pass tests: every pass marker above contains one of these, and a page
-# without formulas (most pages) pays for these few scans only.
-_GATE = ("math", "MATH", "katex", "mjx-", "latex", "mimetex", "chl=", "tex\"", "tex'", "alt=\"\\", "alt=\"$", "alt='\\",
-         "alt='$")
+# One gate before the per-pass tests: a page without formulas (most pages) pays for these few scans
+# only (each scan of a 200 KB page costs about as much as an XPath walk of its tree). Every TeX
+# renderer's image URL or class carries one of them too (codecogs and WordPress: "latex", mathTeX
+# and texvc's /math/: "math"); an image whose only hint is TeX in a single-quoted alt text on a page
+# with no other formula markup is the case this gate gives up.
+_GATE = ("math", "katex", "mjx-", "latex", "mimetex", "MATH", 'alt="$', 'alt="\\')
 
 
 def math_passes(html: str) -> set[str]:

@@ -57,7 +57,8 @@ def test_mediawiki_math_in_body_sections(annotation):
     ("<img src='https://s0.wp.com/latex.php?latex=a%2Bb+%3D+c&bg=ffffff&fg=000000&s=0' class='latex'>", "a+b = c"),
     ("<img src='/ql-cache/quicklatex.com-0a1b_l3.png' class='ql-img-inline-formula' alt='&#92;&#115;&#113;&#114;&#116;&#123;2&#125;'>",
      "\\sqrt{2}"),
-    ("<img src='/images/eq1.png' alt='$E = mc^2$'>", "E = mc^2"),
+    ('<img src="/images/eq1.png" alt="$E = mc^2$">', "E = mc^2"),
+    ('<img src="/images/eq2.png" alt="\\alpha^2">', "\\alpha^2"),
     ("<img src='https://latex.codecogs.com/png.latex?%5Ctextstyle%20a_i%5E2' alt='a_i^2' title='a_i^2' class='math inline'>",
      "a_i^2"),
 ])
