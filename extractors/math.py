@@ -253,9 +253,6 @@ _PASS_MARKERS = {
     "katex": ("katex",),
     "mjx": ("<mjx-",),
     "mathml": ("<math", "<MATH", ":math"),
-    "img": ("mimetex", "mathtex", "latex", "chl=", "upmath", "/math/", "class=\"math", "class='math", "mwe-math",
-            "class=\"tex", "class='tex", "alt=\"\\", "alt=\"$", "alt='\\", "alt='$"),
-    "raw": ("class=\"math", "class='math", "arithmatex", "<tex", "class=\"tex", "class='tex", "latex", "math-"),
 }
 
 
@@ -273,17 +270,17 @@ def math_passes(html: str) -> set[str]:
     if not any(m in html for m in _GATE):
         return found
     for name, markers in _PASS_MARKERS.items():
-        if name == "img" and ("<img" not in html and "<IMG" not in html):
-            continue
         if any(m in html for m in markers):
             found.add(name)
-    return found
+    # Images and bare TeX in classed elements: their markers are many and each scan of a big page
+    # costs more than the passes' own XPath prefilters, so these two always run behind the gate.
+    return found | {"img", "raw"}
 
 
 def rewrite_math(root, passes: set[str] | None = None) -> int:
     """Turn every formula under `root` into `$tex$` / `$$tex$$` text; returns how many were found.
     `passes` (from `math_passes`) skips the kinds of markup the page does not have."""
-    run = set(_PASS_MARKERS) if passes is None else passes
+    run = set(_PASS_MARKERS) | {"img", "raw"} if passes is None else passes
     count = 0
     # Rendered copies that sit beside a source we read: drop them first so the text is not doubled.
     # MathJax 2 renders beside its <script type=math/tex>; KaTeX beside its MathML.
@@ -409,11 +406,19 @@ def _tex_from_url(src: str) -> str | None:
     return tex or None
 
 
+# Candidate formula images (C-speed prefilter): a TeX-ish URL, class or alt text.
+_IMG_XPATH = ("//img[contains(@src, 'tex') or contains(@src, 'math') or contains(@src, 'chl=') or contains(@src, 'cogs')"
+              " or contains(@src, 'formula=') or contains(@src, 'eq=') or contains(@data-src, 'tex')"
+              " or contains(@class, 'math') or contains(@class, 'tex') or contains(@class, 'formula')"
+              " or contains(@class, 'equation') or contains(@alt, '\\') or starts-with(@alt, '$')"
+              " or contains(@title, '\\')]")
+
+
 def _rewrite_images(root) -> int:
     """Formula images: the TeX is in the URL of a known renderer, or in the alt/title text (MediaWiki
     fallback images, WordPress, QuickLaTeX, pandoc --webtex, Wikipedia's old texvc PNGs)."""
     count = 0
-    for el in list(root.iter("img")):
+    for el in root.xpath(_IMG_XPATH):
         if el.getparent() is None:
             continue
         src = el.get("src") or el.get("data-src") or ""

@@ -32,7 +32,8 @@ _MIN_THREAD_CHARS = 200
 
 
 def _text_len(el) -> int:
-    return len("".join(el.itertext()).strip())
+    # XPath string() joins the text in C; "".join(itertext()) made a Python string per text node.
+    return len(el.xpath("string()").strip())
 
 
 def _outermost(els: list) -> list:
