@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import os
 import json
 import platform
 import re
@@ -388,8 +389,13 @@ def cli_wall_time(folder: Path, rounds: int) -> dict[str, float]:
     import sys
     import tempfile
 
+    import resource
+
     assay_bin = Path(sys.executable).with_name("assay")
     times: dict[str, list[float]] = {"assay": [], "trafilatura": []}
+    # CPU seconds of the command and its children (the watchdog's child included: it is waited for):
+    # on a shared machine the wall clock also counts other users' load, the CPU time does not.
+    cpu: dict[str, list[float]] = {"assay": [], "trafilatura": []}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
             for name in ("assay", "trafilatura"):
@@ -397,12 +403,18 @@ def cli_wall_time(folder: Path, rounds: int) -> dict[str, float]:
                 shutil.rmtree(out, ignore_errors=True)
                 cmd = ([str(assay_bin), "extract", "html", str(folder), str(out), "--workers", "1"] if name == "assay"
                        else [sys.executable, "-c", TRAFILATURA_CLI, str(folder), str(out)])
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 times[name].append(time.perf_counter() - t0)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[name].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
     med = {k: statistics.median(v) for k, v in times.items()}
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     return {"assay_s": med["assay"], "trafilatura_s": med["trafilatura"],
-            "speedup": med["trafilatura"] / med["assay"], "rounds": rounds, "all": times}
+            "speedup": med["trafilatura"] / med["assay"], "assay_cpu_s": med_cpu["assay"],
+            "trafilatura_cpu_s": med_cpu["trafilatura"], "cpu_speedup": med_cpu["trafilatura"] / med_cpu["assay"],
+            "rounds": rounds, "all": times, "all_cpu": cpu, "load_average": os.getloadavg()}
 
 
 def _cli_folder(real: dict[str, tuple[str, str]], generated: Path, dest: Path) -> int:
@@ -534,7 +546,9 @@ def main() -> None:
         + f"   n={mh[names[0]]['formulas']}/{mh[names[0]]['code_blocks']}")
     if cli:
         print(f"\nCLI wall time, {cli['pages']} pages, one worker, start-up included (median of {cli['rounds']}): "
-              f"assay {cli['assay_s']:.1f} s, trafilatura {cli['trafilatura_s']:.1f} s, speed-up {cli['speedup']:.2f}x")
+              f"assay {cli['assay_s']:.1f} s, trafilatura {cli['trafilatura_s']:.1f} s, speed-up {cli['speedup']:.2f}x; "
+              f"CPU time assay {cli['assay_cpu_s']:.1f} s, trafilatura {cli['trafilatura_cpu_s']:.1f} s, "
+              f"speed-up {cli['cpu_speedup']:.2f}x (load average {cli['load_average'][0]:.1f} on {os.cpu_count()} cores)")
 
     results = RESULTS if args.split == "heldout" else RESULTS.with_name("extraction-dev.json")
     results.parent.mkdir(parents=True, exist_ok=True)

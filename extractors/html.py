@@ -3,8 +3,9 @@
 Two paths over one preparation step:
 
 * prepare: decode (HTTP/meta charset, else charset-normalizer), parse with lxml, rewrite every
-  formula to `$tex$`/`$$tex$$` text (`math.py`), remember each `<pre>` block verbatim with its
-  language, and drop script/style/svg/iframe/form nodes so the extractor has less tree to walk.
+  formula to `$tex$`/`$$tex$$` text (`math.py`), turn every code listing into a plain `<pre>`
+  (`code.py`: line-number tables, `<br>` code boxes, textareas), remember each `<pre>` block verbatim
+  with its language, and drop script/style/svg/iframe/form nodes so the extractor has less tree to walk.
 * `precise` (default): trafilatura's main-content selection in its fast mode (no readability/jusText
   fallback; on the AEB benchmark that is both faster *and* more accurate than its default), written
   out by our own Markdown writer (`markdown.py`): code blocks come back verbatim from the saved copy.
