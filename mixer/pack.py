@@ -73,8 +73,10 @@ def best_fit(items: Iterable[T], seq_len: int, lookahead: int, length: Callable[
             refill()
             i = bisect_right(buffer, space, key=lambda x: x[0]) - 1
             if i < 0:
-                if not buffer or buffer[0][0] - space >= space:
-                    break  # padding loses less than cropping the shortest document would
+                # crop the shortest document into the room only if that loses less than padding, and
+                # only while more documents can come (the draw makes up for cropped tokens)
+                if exhausted or not buffer or buffer[0][0] - space >= space:
+                    break
                 take, _, item = buffer.pop(0)
                 waste.cropped += take - space
                 if on_crop is not None:
