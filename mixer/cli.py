@@ -100,7 +100,8 @@ def inspect_cmd(out, stage, rows):
 @click.option("--vocab-size", type=int, default=8192, show_default=True)
 @click.option("--sample-docs", type=int, default=20_000, show_default=True, help="Documents sampled by id hash")
 @click.option("--seed", type=int, default=0, show_default=True)
-def train_cmd(datasets, out, vocab_size, sample_docs, seed):
+@click.option("--force", is_flag=True, default=False, help="Replace an existing --out file")
+def train_cmd(datasets, out, vocab_size, sample_docs, seed, force):
     """Train a byte-level BPE (with BOS/EOS/PAD, FIM and metadata tokens) on a sample of datasets.
 
     \b
@@ -115,8 +116,10 @@ def train_cmd(datasets, out, vocab_size, sample_docs, seed):
     for path in datasets:
         if not Dataset(path).complete:
             raise UserError(f"{path}: not a complete dataset (no _manifest.json)")
-    if out.exists() and out.is_dir():
+    if out.is_dir():
         raise UserError(f"--out {out}: is a directory; give a file name such as tokenizer.json")
+    if out.exists() and not force:
+        raise UserError(f"--out {out}: exists; refusing to overwrite it (add --force to replace it)")
     texts = sample_texts(list(datasets), sample_docs, seed)
     tok = train_bpe(texts, vocab_size)
     atomic_write_text(out, tok.to_str())

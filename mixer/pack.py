@@ -82,6 +82,7 @@ def best_fit(items: Iterable[T], seq_len: int, lookahead: int, length: Callable[
                 if on_crop is not None:
                     on_crop(item, take - space)
                 row.append((item, space))
+                space = 0
                 break
             take, _, item = buffer.pop(i)
             row.append((item, take))
