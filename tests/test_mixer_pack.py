@@ -66,4 +66,4 @@ stages:
     main(["mix", "inspect", str(tmp_path / "out"), "-n", "1"])
     shown = capsys.readouterr().out
     assert "only: 1 shard(s)" in shown and "realized" in shown and "row 0" in shown and "<|bos|>" in shown
-    assert (tmp_path / "out" / "report.html").read_text().count("<h2>Mixture</h2>") == 1
+    assert (tmp_path / "out" / "report.html").read_text().count("<h2>Mixtures</h2>") == 1
