@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -88,16 +87,33 @@ def mixture_for(data: Path, tok_path: Path, budget: int) -> dict:
 def run_assay(data: Path, tok_path: Path, out: Path, budget: int) -> dict:
     """Build in a child process (a cold start, as a user runs it); its timings and peak RSS."""
     code = f"""
-import json, resource, time, sys
+import json, threading, time, sys
+import psutil
 from assay.mixer.build import build
 from assay.mixer.recipe import parse_mixture
+peak = {{"driver": 0, "worker": 0, "total": 0}}
+def sample():  # the driver and every worker process (forkserver children included), every 50 ms
+    me = psutil.Process()
+    while True:
+        procs = [me] + me.children(recursive=True)
+        rss = []
+        for p in procs:
+            try:
+                rss.append(p.memory_info().rss)
+            except psutil.Error:
+                rss.append(0)
+        peak["driver"] = max(peak["driver"], rss[0])
+        peak["worker"] = max([peak["worker"]] + rss[1:])
+        peak["total"] = max(peak["total"], sum(rss))
+        time.sleep(0.05)
+threading.Thread(target=sample, daemon=True).start()
 m = parse_mixture(json.loads(sys.argv[1]))
 t = time.perf_counter()
 res = build(m, sys.argv[2], engine="local", options={{"workers": 2}}, log=lambda *_: None)
 wall = time.perf_counter() - t
-ru = lambda who: resource.getrusage(who).ru_maxrss // 1024
-print(json.dumps({{"seconds": wall, "driver_rss_mb": ru(resource.RUSAGE_SELF),
-                   "worker_rss_mb": ru(resource.RUSAGE_CHILDREN), "tokens": res[0].manifest["mix"]["tokens"]}}))
+mb = lambda n: n // 2**20
+print(json.dumps({{"seconds": wall, "driver_rss_mb": mb(peak["driver"]), "worker_rss_mb": mb(peak["worker"]),
+                   "total_rss_mb": mb(peak["total"]), "tokens": res[0].manifest["mix"]["tokens"]}}))
 """
     shutil.rmtree(out, ignore_errors=True)
     mix = json.dumps(mixture_for(data, tok_path, budget))
@@ -117,7 +133,7 @@ data, tok, out = sys.argv[1:4]
 t = time.perf_counter()
 LocalPipelineExecutor(pipeline=[
     ParquetReader(data, glob_pattern="part-*.parquet", text_key="text", id_key="id"),
-    DocumentTokenizer(out + "/tokens", tokenizer_name_or_path=tok, eos_token="<|eos|>", shuffle=False),
+    DocumentTokenizer(out + "/tokens", tokenizer_name_or_path=tok, eos_token="<|eos|>", shuffle_documents=False),
 ], tasks=2, workers=2, logging_dir=out + "/logs").run()
 print(json.dumps({"seconds": time.perf_counter() - t}))
 '''
@@ -207,9 +223,9 @@ def mode_memory(args) -> dict:
             shutil.rmtree(data, ignore_errors=True)
             result[f"{copies} copies"] = {"text_tokens": got["text_tokens"], "seconds": round(got["seconds"], 2),
                                           "driver_peak_rss_mb": got["driver_rss_mb"],
-                                          "worker_peak_rss_mb": got["worker_rss_mb"]}
-            print(f"{copies:>3} copies: {got['text_tokens']:>12,} tokens, {got['seconds']:6.1f} s, "
-                  f"driver peak {got['driver_rss_mb']} MB, largest worker peak {got['worker_rss_mb']} MB")
+                                          "worker_peak_rss_mb": got["worker_rss_mb"], "total_peak_rss_mb": got["total_rss_mb"]}
+            print(f"{copies:>3} copies: {got['text_tokens']:>12,} tokens, {got['seconds']:6.1f} s, driver peak "
+                  f"{got['driver_rss_mb']} MB, largest worker {got['worker_rss_mb']} MB, all processes {got['total_rss_mb']} MB")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     save("memory", result)

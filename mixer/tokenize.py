@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -75,7 +74,7 @@ class Tokenize(MapStage):
 
     def setup(self) -> None:
         self.vocab = Vocab.load(self.params.tokenizer, self.params.specials)
-        self._meta_cache: dict[str, list[int]] = {}
+        self._meta_cache: dict[str, np.ndarray] = {}
 
     def teardown(self) -> None:
         self.vocab = None
@@ -128,10 +127,11 @@ class Tokenize(MapStage):
             if fim:
                 strings.extend(_fim_pieces(texts[i], ids[i], self.params.seed))
             plan.append((roles, first, len(pieces), fim))
-        encoded = self.vocab.encode(strings)
+        flat, offsets = self.vocab.encode_flat(strings)
+        piece = lambda k: flat[offsets[k]:offsets[k + 1]]  # noqa: E731
 
-        sp = self.vocab.ids
-        parts: list[list[int]] = []
+        sp = {name: np.array([tid], np.int32) for name, tid in self.vocab.ids.items()}
+        parts: list[np.ndarray] = []
         flags: list[int] = []
         starts = np.zeros(n, np.int64)
         lengths = np.zeros(n, np.int64)
@@ -143,20 +143,19 @@ class Tokenize(MapStage):
         offset = 0
         for i, (roles, first, count, fim) in enumerate(plan):
             prefix = prefixes[i]
-            body = encoded[first:first + count]
-            seg_lengths = [len(b) for b in body]
+            seg_lengths = (offsets[first + 1:first + count + 1] - offsets[first:first + count]).tolist()
             starts[i] = offset
             prefix_len[i] = len(prefix)
             lengths[i] = len(prefix) + sum(seg_lengths)
             parts.append(prefix)
             flags.append(META | LOSS)
-            parts.extend(body)
-            flags.extend([LOSS] * count)
+            parts.append(flat[offsets[first]:offsets[first + count]])  # the segments, back to back
+            flags.append(LOSS)
             offset += lengths[i]
             if fim:
-                p, m, s = encoded[first + count:first + count + 3]
+                k = first + count
                 # prefix-suffix-middle: the model sees what comes before and after, then writes the middle
-                fim_parts = [[sp["fim_prefix"]], p, [sp["fim_suffix"]], s, [sp["fim_middle"]], m]
+                fim_parts = [sp["fim_prefix"], piece(k), sp["fim_suffix"], piece(k + 2), sp["fim_middle"], piece(k + 1)]
                 fim_start[i] = offset
                 fim_len[i] = sum(len(x) for x in fim_parts)
                 parts.extend(fim_parts)
@@ -166,7 +165,7 @@ class Tokenize(MapStage):
             role_lengths.append(seg_lengths if roles is not None else None)
 
         part_lengths = np.fromiter((len(p) for p in parts), np.int64, count=len(parts))
-        tokens = np.fromiter(chain.from_iterable(parts), np.int64, count=int(part_lengths.sum()))
+        tokens = np.concatenate(parts) if parts else np.zeros(0, np.int32)
         mask = np.repeat(np.asarray(flags, np.uint8), part_lengths)
 
         nbytes = pc.binary_length(pc.cast(pc.fill_null(table.column("text"), ""), pa.binary())).to_numpy(zero_copy_only=False)
@@ -187,7 +186,7 @@ class Tokenize(MapStage):
         self.stats.sketch("doc_tokens", lengths - prefix_len)
         return Encoded(tokens, mask, docs)
 
-    def _prefixes(self, table: pa.Table) -> list[list[int]]:
+    def _prefixes(self, table: pa.Table) -> list[np.ndarray]:
         """Token ids of each document's metadata prefix (encoded once per distinct string)."""
         fields = self.params.meta_fields
         if not fields:
@@ -211,8 +210,9 @@ class Tokenize(MapStage):
         if missing:
             sp = self.vocab.ids
             for s, ids in zip(missing, self.vocab.encode(missing)):
-                self._meta_cache[s] = [sp["meta_start"], *ids, sp["meta_end"]]
-        return [self._meta_cache[s] if s else [] for s in strings]
+                self._meta_cache[s] = np.array([sp["meta_start"], *ids, sp["meta_end"]], np.int32)
+        empty = np.zeros(0, np.int32)
+        return [self._meta_cache[s] if s else empty for s in strings]
 
 
 def meta_string(pairs: list[str]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -103,6 +104,26 @@ class Vocab:
     def encode(self, texts: list[str]) -> list[list[int]]:
         # encode_batch_fast skips character offsets, which the mixer never uses.
         return [e.ids for e in self.tok.encode_batch_fast(texts, add_special_tokens=False)]
+
+    def encode_flat(self, texts: list[str], chunk_chars: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+        """All texts' ids in one int32 array and offsets (len(texts) + 1). Encoded a chunk of about
+        `chunk_chars` characters at a time and turned into numpy at once, so a batch never holds
+        its tokens as Python ints (~40 bytes each)."""
+        pieces: list[np.ndarray] = []
+        lengths = np.zeros(len(texts), np.int64)
+        start = 0
+        while start < len(texts):
+            end, size = start, 0
+            while end < len(texts) and (end == start or size + len(texts[end]) <= chunk_chars):
+                size += len(texts[end])
+                end += 1
+            ids = [e.ids for e in self.tok.encode_batch_fast(texts[start:end], add_special_tokens=False)]
+            lengths[start:end] = [len(x) for x in ids]
+            pieces.append(np.fromiter(chain.from_iterable(ids), np.int32, count=int(lengths[start:end].sum())))
+            start = end
+        offsets = np.zeros(len(texts) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return (np.concatenate(pieces) if pieces else np.zeros(0, np.int32)), offsets
 
     def decode(self, ids: Iterable[int]) -> str:
         return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)

@@ -81,3 +81,9 @@ def mixture_data(corpus_path, tokenizer_path, **stage_overrides) -> dict:
                     "pr": src(content_types=["pr"]), "chat": src(content_types=["synthetic"])},
         "stages": stages,
     }
+
+
+def shard_files(out) -> dict[str, bytes]:
+    """Every shard file (tokens, masks, doc indexes, rejects) of every dataset in a built mixture."""
+    files = sorted(out.glob("*/part-*")) + sorted(out.glob("*/_rejects/*"))
+    return {str(p.relative_to(out)): p.read_bytes() for p in files}

@@ -13,9 +13,9 @@ from assay.mixer.recipe import parse_mixture
 from assay.mixer.tokenize import _fim_pieces
 from assay.mixer.tokenizer import Vocab, train_bpe
 from assay.pipeline.dataset import Dataset
-from assay.pipeline.tokens import LOSS, META, PAD, TokenDataset
+from assay.pipeline.tokens import LOSS, META, PAD, TokenDataset, loss_targets
 
-from mixer_corpus import documents, mixture_data, write_corpus
+from mixer_corpus import documents, mixture_data, shard_files, write_corpus
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +137,8 @@ def test_masks_cover_exactly_prefix_scaffold_and_user_turns(built):
             assert (p > 0) == meta
             assert mask[0] == 0  # BOS is never a target
             assert np.all(mask[1:1 + p] == META | LOSS)
+            # one set of shards, two phases: loss on the prefix, or the prefix kept in context only
+            assert loss_targets(mask)[1:1 + p].all() and not loss_targets(mask, meta_loss=False)[1:1 + p].any()
             expected = [np.full(len(ids), 0 if seg["role"] in masked else LOSS, np.uint8)
                         for seg, ids in zip(doc["segments"], vocab.encode([s["text"] for s in doc["segments"]]))]
             assert np.array_equal(mask[1 + p:-1], np.concatenate(expected))
@@ -174,10 +176,37 @@ def test_ledger_names_why_each_document_was_left_out(built):
     assert (out / "broad" / layout["tokenizer"]).exists()
 
 
-def test_same_seed_same_bytes_and_rebuild_skips(built, tmp_path):
+def test_same_seed_same_bytes_other_seed_other_order_and_rebuild_skips(built, tmp_path):
     mixture, out, _, _ = built
-    again = build(mixture, out, log=lambda *_: None)
-    assert all(r.skipped for r in again)
+    assert all(r.skipped for r in build(mixture, out, log=lambda *_: None))
+    build(mixture, tmp_path / "again", log=lambda *_: None)
+    first, again = shard_files(out), shard_files(tmp_path / "again")
+    assert first == again and any(name.endswith(".tokens") for name in first)
+    other = mixture.model_copy(update={"seed": mixture.seed + 1})
+    build(other, tmp_path / "other", log=lambda *_: None)
+    assert shard_files(tmp_path / "other")["broad/part-00000.tokens"] != first["broad/part-00000.tokens"]
+
+
+def test_cluster_weights_repeat_or_drop_documents_per_pass(built):
+    mixture, out, docs, _ = built
+    from assay.mixer.sample import SlotStream
+    from assay.mixer.pools import Pool
+    from assay.mixer.plan import stage_slots
+
+    tokenized = next(p for p in out.iterdir() if p.name.startswith("tokenized-"))
+    pool = Pool.load(tokenized)
+    slot = next(s for s in stage_slots(mixture, "anneal", {n: pool for n in mixture.sources})
+                if s.source == "web")  # replay of broad's web under anneal's cluster_rebalance
+    assert slot.weights is not None and set(np.unique(slot.weights)) == {0.5, 1.0, 2.0}
+    stream = SlotStream(slot, 0, 1, 512, True, 0.0)
+    seen: dict[int, int] = {}
+    while (d := stream.next()) is not None and d.epoch == 0:
+        seen[d.doc] = seen.get(d.doc, 0) + 1
+    weight = dict(zip(slot.eligible.tolist(), slot.weights.tolist()))
+    assert all(seen.get(i, 0) == 2 for i, w in weight.items() if w == 2.0)
+    assert all(seen.get(i, 0) == 1 for i, w in weight.items() if w == 1.0)
+    halves = [seen.get(i, 0) for i, w in weight.items() if w == 0.5]
+    assert set(halves) <= {0, 1} and 0.2 < np.mean(halves) < 0.8
 
 
 def test_planner_refuses_a_budget_beyond_the_epoch_cap(corpus):

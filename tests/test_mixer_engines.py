@@ -8,7 +8,7 @@ from assay.mixer.recipe import parse_mixture
 from assay.mixer.tokenizer import train_bpe
 
 from conftest import LOCAL_OPTIONS, RAY_OPTIONS, SPARK_OPTIONS
-from mixer_corpus import documents, mixture_data, write_corpus
+from mixer_corpus import documents, mixture_data, shard_files, write_corpus
 
 
 @pytest.fixture(scope="module")
@@ -24,11 +24,6 @@ def local_build(tmp_path_factory):
     return mixture, root
 
 
-def _files(out):
-    """Every shard file of every dataset in a built mixture, by path relative to it."""
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.glob("*/part-*")) + sorted(out.glob("*/_rejects/*"))}
-
-
 @pytest.mark.parametrize("engine, options", [
     pytest.param("spark", SPARK_OPTIONS, marks=pytest.mark.spark, id="spark"),
     pytest.param("ray", RAY_OPTIONS, marks=pytest.mark.ray, id="ray"),
@@ -41,6 +36,6 @@ def test_engines_write_byte_identical_shards(local_build, engine, options, reque
     tokenized = next(p for p in out.iterdir() if p.name.startswith("tokenized-"))
     assert (tokenized / "_manifest.json").read_text().count(f'"engine": "{engine}') == 1
     assert len(results) == 3
-    ours, local = _files(out), _files(root / "local")
+    ours, local = shard_files(out), shard_files(root / "local")
     assert sorted(ours) == sorted(local) and len(ours) > 9
     assert ours == local
