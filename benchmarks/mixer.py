@@ -1,7 +1,7 @@
 """Mixer benchmarks: tokenize + pack speed against raw `encode_batch` and datatrove, and peak memory.
 
     python benchmarks/mixer.py speed  --copies 10      # tokens/s on 2 cores, side by side
-    python benchmarks/mixer.py memory --copies 2 20    # peak RSS at two corpus sizes 10x apart
+    python benchmarks/mixer.py memory --copies-list 4 40   # peak RSS at two corpus sizes 10x apart
 
 The corpus is the demo pipeline's curated sample (runs/demo/deduped; `make demo` makes it), repeated
 `--copies` times into 8 shards. One byte-level BPE (vocab 8192) trained on the sample serves every
@@ -236,7 +236,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mode", nargs="?", choices=["speed", "memory", "all"], default="all")
     ap.add_argument("--copies", type=int, default=10, help="speed: repeats of the sample")
-    ap.add_argument("--copies-list", type=int, nargs=2, default=[2, 20], help="memory: two corpus sizes")
+    ap.add_argument("--copies-list", type=int, nargs=2, default=[4, 40], help="memory: two corpus sizes")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--skip-datatrove", action="store_true")
     args = ap.parse_args()

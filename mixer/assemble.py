@@ -3,17 +3,19 @@
 A piece is BOS, the metadata prefix (when the stage keeps it; flagged META and LOSS, so the trainer
 may train on it, mask it or drop it), the text (or its FIM variant), and EOS; cropped to the tokens
 the packer gave it. The text's LOSS bit is cleared on the spans whose `segments` role the stage masks
-(scaffolding, user turns). BOS is never a target. Tokens are read from the tokenized streams' memory
-maps, so only the piece being placed is ever in memory.
+(scaffolding, user turns). BOS is never a target. Tokens are read from the tokenized streams with
+positioned reads, so only the piece being placed is ever in memory (memory maps would leave every
+page the stage touched resident).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
-from assay.pipeline.tokens import LOSS, META, TokenDataset
+from assay.pipeline.tokens import LOSS, MASK_SUFFIX, META, TOKENS_SUFFIX, TokenDataset, shard_stem
 
 from .plan import Slot
 from .recipe import StageSpec
@@ -43,18 +45,22 @@ class Assembler:
     counts: MaskCounts = field(default_factory=MaskCounts)
     _streams: dict = field(default_factory=dict)
 
-    def _stream(self, slot: Slot, shard: int) -> tuple[np.ndarray, np.ndarray]:
+    def _stream(self, slot: Slot, shard: int) -> "StreamFile":
         key = (str(slot.pool.path), shard)
         if key not in self._streams:
-            ds = TokenDataset(slot.pool.path)
-            self._streams[key] = (ds.tokens(shard), ds.mask(shard))
+            self._streams[key] = StreamFile(TokenDataset(slot.pool.path), shard)
         return self._streams[key]
+
+    def close(self) -> None:
+        for stream in self._streams.values():
+            stream.close()
+        self._streams.clear()
 
     def piece(self, d: Draw, take: int) -> tuple[np.ndarray, np.ndarray, int, int]:
         """(tokens, mask, prefix tokens in the piece, text bytes in the piece) of a drawn document."""
         slot = self.slots[d.slot]
         pool, i = slot.pool, d.doc
-        toks, msk = self._stream(slot, int(pool.shard[i]))
+        stream = self._stream(slot, int(pool.shard[i]))
         s, p, n = int(pool.start[i]), int(pool.prefix[i]), int(pool.length[i])
         p = p if self.stage.meta else 0
         room = take - 1  # after BOS
@@ -62,16 +68,16 @@ class Assembler:
         parts_m = [np.zeros(1, np.uint8)]
         if p:
             k = min(p, room)
-            parts_t.append(toks[s:s + k])
-            parts_m.append(msk[s:s + k])
+            t, m = stream.read(s, k)
+            parts_t.append(t)
+            parts_m.append(m)
             room -= k
         if d.fim:
             start, length = int(pool.fim_start[i]), int(pool.fim_length[i])
         else:
             start, length = s + int(pool.prefix[i]), n - int(pool.prefix[i])
         k = min(length, room)
-        body_t = toks[start:start + k]
-        body_m = np.array(msk[start:start + k])
+        body_t, body_m = stream.read(start, k)
         if not d.fim and self.stage.mask_roles and pool.has_roles[i]:
             self.counts.role_masked += _mask_roles(body_m, pool, i, self.stage.mask_roles)
         parts_t.append(body_t)
@@ -103,6 +109,26 @@ def _mask_roles(body_mask: np.ndarray, pool, i: int, masked: list[str]) -> int:
             span &= ~np.uint8(LOSS)
         offset += length
     return cleared
+
+
+class StreamFile:
+    """Positioned reads of one flat token stream shard and its mask."""
+
+    def __init__(self, ds: TokenDataset, shard: int):
+        stem = ds.path / shard_stem(shard)
+        self.dtype = ds.layout.dtype
+        self.tokens = open(f"{stem}{TOKENS_SUFFIX}", "rb")
+        self.mask = open(f"{stem}{MASK_SUFFIX}", "rb")
+
+    def read(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        size = self.dtype.itemsize
+        t = np.frombuffer(os.pread(self.tokens.fileno(), count * size, start * size), self.dtype)
+        m = np.frombuffer(os.pread(self.mask.fileno(), count, start), np.uint8).copy()  # masks get edited
+        return t, m
+
+    def close(self) -> None:
+        self.tokens.close()
+        self.mask.close()
 
 
 # Doc index columns of packed shards beyond the core ones (pipeline/tokens.py DOC_INDEX_SCHEMA).

@@ -110,6 +110,7 @@ class Pack(GlobalStage):
                 placed[d.slot] += take
                 pieces[d.slot] += 1
                 fims[d.slot] += d.fim
+        assembler.close()
         writer.finish(_rejects(slots, writer.used), stage.id)
         summary = _summary(stage, slots, streams, placed, pieces, fims, assembler, fit, greedy.finish(), vocab)
         write_artifact(ctx.out_root, MIX_ARTIFACT, {"tokens": layout.to_json(), "mix": summary})

@@ -105,9 +105,9 @@ class Vocab:
         # encode_batch_fast skips character offsets, which the mixer never uses.
         return [e.ids for e in self.tok.encode_batch_fast(texts, add_special_tokens=False)]
 
-    def encode_flat(self, texts: list[str], chunk_chars: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+    def encode_flat(self, texts: list[str], chunk_chars: int = 1 << 18) -> tuple[np.ndarray, np.ndarray]:
         """All texts' ids in one int32 array and offsets (len(texts) + 1). Encoded a chunk of about
-        `chunk_chars` characters at a time and turned into numpy at once, so a batch never holds
+        `chunk_chars` characters (256K) at a time and turned into numpy at once, so a batch never holds
         its tokens as Python ints (~40 bytes each)."""
         pieces: list[np.ndarray] = []
         lengths = np.zeros(len(texts), np.int64)
