@@ -4,7 +4,7 @@
     python benchmarks/mixer.py memory --copies-list 4 40   # peak RSS at two corpus sizes 10x apart
 
 The corpus is the demo pipeline's curated sample (runs/demo/deduped; `make demo` makes it), repeated
-`--copies` times into 8 shards. One byte-level BPE (vocab 8192) trained on the sample serves every
+`--copies` times into shards of ~2,000 documents (at least 8). One byte-level BPE (vocab 8192) trained on the sample serves every
 row. Rows of the speed table:
 
 * raw encode_batch / encode_batch_fast: the HF tokenizer alone on the same texts, in memory, both
@@ -33,10 +33,12 @@ SAMPLE = ROOT / "runs" / "demo" / "deduped"
 RESULTS = ROOT / "benchmarks" / "results" / "mixer.json"
 VENV = ROOT / ".bench" / "mixer-venv"
 SHARDS = 8
+DOCS_PER_SHARD = 2_000
 
 
 def corpus(copies: int, out: Path) -> Path:
-    """The sample repeated `copies` times (ids made unique) as a dataset of SHARDS shards."""
+    """The sample repeated `copies` times (ids made unique), in shards of about DOCS_PER_SHARD
+    documents (at least SHARDS): a larger corpus has more shards, as a pipeline's output does."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -47,7 +49,8 @@ def corpus(copies: int, out: Path) -> Path:
     base = Dataset(SAMPLE).read(columns=["id", "text", "source", "content_type", "url", "lang", "domain", "meta"])
     parts = [base.set_column(0, "id", pc.binary_join_element_wise(base.column("id"), pa.scalar(f"-{i}"), ""))
              for i in range(copies)]
-    return write_table(pa.concat_tables(parts), out, shards=SHARDS)
+    table = pa.concat_tables(parts)
+    return write_table(table, out, shards=max(SHARDS, table.num_rows // DOCS_PER_SHARD))
 
 
 def tokenizer(out: Path) -> Path:

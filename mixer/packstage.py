@@ -111,7 +111,7 @@ class Pack(GlobalStage):
                 pieces[d.slot] += 1
                 fims[d.slot] += d.fim
         assembler.close()
-        writer.finish(_rejects(slots, writer.used), stage.id)
+        writer.finish(_rejects(slots, writer), stage.id)
         summary = _summary(stage, slots, streams, placed, pieces, fims, assembler, fit, greedy.finish(), vocab)
         write_artifact(ctx.out_root, MIX_ARTIFACT, {"tokens": layout.to_json(), "mix": summary})
         return writer.shards
@@ -232,15 +232,11 @@ def _doc_columns(pools: list[Pool], pool_ids: np.ndarray, docs: np.ndarray) -> d
             for name, arrays in parts.items()}
 
 
-def _rejects(slots: list[Slot], used: list[np.ndarray]) -> pa.Table:
+def _rejects(slots: list[Slot], output: ShardedOutput) -> pa.Table:
     """Every input document no piece came from, with why: the first rule that kept it out of every
     slot reading its pool, or not_selected if some slot could have drawn it."""
-    pools: list[Pool] = []
-    for slot in slots:
-        if all(slot.pool is not p for p in pools):
-            pools.append(slot.pool)
     tables = []
-    for k, pool in enumerate(pools):
+    for pool, used in zip(output.pools, output.used):
         reason = np.full(len(pool), None, object)
         eligible = np.zeros(len(pool), bool)
         for slot in (s for s in slots if s.pool is pool):
@@ -249,7 +245,7 @@ def _rejects(slots: list[Slot], used: list[np.ndarray]) -> pa.Table:
             reason[fill] = slot.reasons[fill]
         reason[reason == None] = "not_in_mix"  # noqa: E711
         reason[eligible] = "not_selected"
-        out = np.flatnonzero(~used[k])
+        out = np.flatnonzero(~used)
         idx = pa.array(out)
         tables.append(pa.table({
             "id": pool.column("doc_id").take(idx), "source": pool.column("source").take(idx),

@@ -71,6 +71,7 @@ class Tokenize(MapStage):
     requires = ("tokenizers",)
     holds_model = True
     version = "1"
+    batch_rows = 1_000  # documents per batch: bounds a worker's text, ids and index in memory
 
     def setup(self) -> None:
         self.vocab = Vocab.load(self.params.tokenizer, self.params.specials)
@@ -113,7 +114,7 @@ class Tokenize(MapStage):
         prefixes = self._prefixes(table)
         fim_types = set(self.params.fim_content_types)
 
-        # Every string to encode, in one batch call; `plan` says per document which pieces it used.
+        # Every string to encode, encoded together; `plan` says per document which pieces it used.
         strings: list[str] = []
         plan: list[tuple[list[str] | None, int, int, bool]] = []  # (roles, first piece, pieces, fim)
         for i in range(n):
@@ -189,8 +190,9 @@ class Tokenize(MapStage):
     def _prefixes(self, table: pa.Table) -> list[np.ndarray]:
         """Token ids of each document's metadata prefix (encoded once per distinct string)."""
         fields = self.params.meta_fields
+        empty = np.zeros(0, np.int32)
         if not fields:
-            return [[] for _ in range(table.num_rows)]
+            return [empty] * table.num_rows
         columns = {f: table.column(f).to_pylist() for f in fields if not f.startswith("meta.") and f in table.column_names}
         metas = None
         if any(f.startswith("meta.") for f in fields) and "meta" in table.column_names:
@@ -211,7 +213,6 @@ class Tokenize(MapStage):
             sp = self.vocab.ids
             for s, ids in zip(missing, self.vocab.encode(missing)):
                 self._meta_cache[s] = np.array([sp["meta_start"], *ids, sp["meta_end"]], np.int32)
-        empty = np.zeros(0, np.int32)
         return [self._meta_cache[s] if s else empty for s in strings]
 
 

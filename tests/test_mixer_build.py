@@ -229,3 +229,22 @@ def test_tokenize_writes_a_flat_stream_token_dataset(built):
     stream = ds.tokens(0)
     text = stream[row["start"] + row["prefix_length"]:row["start"] + row["length"]]
     assert vocab.decode(text) == docs[row["doc_id"]]["text"]
+
+
+def test_sources_from_two_datasets_keep_one_ledger(corpus, tmp_path):
+    root, docs = corpus
+    rows = list(docs.values())
+    write_corpus(tmp_path / "a", [d for d in rows if d["content_type"] in ("web", "code")], shards=1)
+    write_corpus(tmp_path / "b", [d for d in rows if d["content_type"] not in ("web", "code")], shards=1)
+    data = mixture_data(tmp_path / "a", root / "tokenizer.json")
+    data["sources"]["pr"]["path"] = data["sources"]["chat"]["path"] = str(tmp_path / "b")
+    data["stages"] = [{"id": "one", "tokens": 6000, "seq_len": 256, "mix": {"pr": 1, "code": 1}}]
+    build(parse_mixture(data, tmp_path / "mix.yaml"), tmp_path / "out", log=lambda *_: None)
+    counts = _manifest(tmp_path / "out", "one")["counts"]
+    assert counts["rows_in"] == len(docs) == counts["rows_parent"] + counts["rows_rejected"]
+    rejects = {r["id"]: r["reject_reason"] for r in Dataset(tmp_path / "out" / "one").read_rejects().to_pylist()}
+    for doc_id, reason in rejects.items():
+        kind = docs[doc_id]["content_type"]
+        assert reason == ("not_in_mix" if kind in ("web", "synthetic") else "not_selected"), (kind, reason)
+    used = {row["doc_id"] for _, _, row in _pieces(tmp_path / "out", "one")}
+    assert used.isdisjoint(rejects) and len(used) + len(rejects) == len(docs)

@@ -56,6 +56,7 @@ def test_tokenizer_train_and_inspect_commands(tmp_path, capsys):
     mix.write_text(f"""
 name: cli
 tokenizer: {{path: {tok}}}
+meta: null
 max_epochs: 5
 sources: {{all: {{path: {tmp_path / 'docs'}}}}}
 stages:
