@@ -132,13 +132,14 @@ import json, sys, time
 from datatrove.executor import LocalPipelineExecutor
 from datatrove.pipeline.readers import ParquetReader
 from datatrove.pipeline.tokens import DocumentTokenizer
-data, tok, out = sys.argv[1:4]
-t = time.perf_counter()
-LocalPipelineExecutor(pipeline=[
-    ParquetReader(data, glob_pattern="part-*.parquet", text_key="text", id_key="id"),
-    DocumentTokenizer(out + "/tokens", tokenizer_name_or_path=tok, eos_token="<|eos|>", shuffle_documents=False),
-], tasks=2, workers=2, logging_dir=out + "/logs").run()
-print(json.dumps({"seconds": time.perf_counter() - t}))
+if __name__ == "__main__":  # datatrove's workers re-import this file
+    data, tok, out = sys.argv[1:4]
+    t = time.perf_counter()
+    LocalPipelineExecutor(pipeline=[
+        ParquetReader(data, glob_pattern="part-*.parquet", text_key="text", id_key="id"),
+        DocumentTokenizer(out + "/tokens", tokenizer_name_or_path=tok, eos_token="<|eos|>", shuffle_documents=False),
+    ], tasks=2, workers=2, logging_dir=out + "/logs").run()
+    print(json.dumps({"seconds": time.perf_counter() - t}))
 '''
 
 
@@ -157,7 +158,8 @@ def run_datatrove(data: Path, tok_path: Path, work: Path) -> dict:
     script = work / "datatrove_tokenize.py"
     script.write_text(DATATROVE_SCRIPT)
     shutil.rmtree(work / "dt", ignore_errors=True)
-    res = subprocess.run([str(py), str(script), str(data), str(tok_path), str(work / "dt")], capture_output=True, text=True)
+    res = subprocess.run([str(py), str(script), str(data), str(tok_path), str(work / "dt")], capture_output=True,
+                         text=True, timeout=1800)
     if res.returncode != 0:
         raise RuntimeError(f"datatrove failed:\n{res.stderr[-3000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -193,7 +195,7 @@ def mode_speed(args) -> dict:
                 dt = run_datatrove(data, tok_path, work)
                 rows["datatrove DocumentTokenizer"] = {"seconds": round(dt["seconds"], 3), "tokens": text_tokens,
                                                        "tokens_per_s": round(text_tokens / dt["seconds"])}
-            except (RuntimeError, subprocess.CalledProcessError) as exc:
+            except (RuntimeError, subprocess.SubprocessError) as exc:
                 rows["datatrove DocumentTokenizer"] = {"error": str(exc).splitlines()[-1][:300]}
     finally:
         shutil.rmtree(work, ignore_errors=True)
