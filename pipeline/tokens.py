@@ -31,9 +31,17 @@ from .dataset import MANIFEST, SHARDS_DIR, Counts, ShardFiles, read_json
 
 # Mask bits. A token is a training target when LOSS is set; META marks the metadata prefix (the
 # trainer chooses to train on it, mask it, or drop it); PAD marks padding (never a target).
+# The mixer sets LOSS on prefix tokens too (META | LOSS), so reading LOSS alone trains on the prefix.
 LOSS = 1
 META = 2
 PAD = 4
+
+
+def loss_targets(mask: np.ndarray, meta_loss: bool = True) -> np.ndarray:
+    """Boolean array of training targets: LOSS tokens, minus the metadata prefix when `meta_loss` is
+    False (the prefix stays in context, masked from the loss; Step 3.5 switches after ~3.8T tokens)."""
+    targets = (mask & LOSS) > 0
+    return targets if meta_loss else targets & ((mask & META) == 0)
 
 TOKENS_SUFFIX = ".tokens"
 MASK_SUFFIX = ".mask"
