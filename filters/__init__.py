@@ -1,4 +1,4 @@
-"""Filters: heuristic and model-based document filters and taggers.
+"""Filters and quality: heuristic signals and rules, code rules, PII, scorers, calibrated tiers, topics.
 
-Importing this package registers its stages (filter.unicode, filter.length, filter.script, ...)."""
-from . import basic  # noqa: F401
+Importing this package registers its stages (filter.*, quality.*) and the `assay quality` commands."""
+from . import basic, rules, signals  # noqa: F401
