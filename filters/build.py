@@ -58,7 +58,7 @@ def build(out: Path = MODELS, data: Path = DATA, log=print) -> dict:
     from . import ftmodel
     from .annotate import heuristic_grades
     from .lm import NgramLM
-    from .tiers import fit_histograms, make_calibration
+    from .tiers import JOINT, fit_histograms, make_calibration
 
     out.mkdir(parents=True, exist_ok=True)
     train = read_jsonl_gz(data / "contrast-train.jsonl.gz")
@@ -85,6 +85,7 @@ def build(out: Path = MODELS, data: Path = DATA, log=print) -> dict:
     state = fit_histograms(table, list(scorers_used), None, weights=weights)
     code_rows = _code_rows(out)
     code_state = fit_histograms(code_rows, ["code"], None)  # code is scored on code files only
+    code_state.pop(JOINT)  # the ensemble's percentiles stay those of the balanced web reference
     calibration = make_calibration([state, code_state], ENSEMBLE, scorers=list(scorers_used) + ["code"])
     calibration["reference"] = {"rows": len(calib), "clean_rows": int(labels.sum()), "source": "filters/data/contrast-calib.jsonl.gz",
                                 "weighting": "tokens, clean and junk halves equal"}

@@ -198,7 +198,7 @@ class CodeRules(MapStage):
         table = set_column(table, "code_rules_hit", pc.if_else(mask, pa.scalar(None, pa.list_(pa.string())), hit_lists(hits, names)))
         table = set_column(table, "quality_code", pa.array(score.astype(np.float32), pa.float32(), mask=~rows))
         self.stats.count("code.docs", int(rows.sum()))
-        self.stats.histogram("code_hits", count[rows], list(range(0, 11)) + [len(names) + 1])
+        self.stats.histogram("code_hits", count[rows], list(range(0, 11)) + [64])
         for j, name in enumerate(names):
             self.stats.count(f"code_rule.{name}", int(hits[rows, j].sum()))
         return with_rejects(table, [None] * n)

@@ -153,7 +153,7 @@ class Rules(MapStage):
             self.stats.count(f"rule.{name}.hit", int(hits[:, j].sum()))
             self.stats.count(f"rule.{name}.applied", int(applicable[:, j].sum()))
         self.stats.count("rule.docs", table.num_rows)
-        self.stats.histogram("rules_hit_count", count, list(range(0, 12)) + [len(names) + 1])
+        self.stats.histogram("rules_hit_count", count, list(range(0, 12)) + [64])
         reasons = np.full(table.num_rows, None, dtype=object)
         details = np.full(table.num_rows, None, dtype=object)
         if p.drop:
