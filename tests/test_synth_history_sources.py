@@ -176,3 +176,14 @@ def test_registry_lookups():
     entry, how = verified.match("astropy/astropy", None, ["d16bfe05a744909de4b27f5875fe0d4ed41ce607"], None)
     assert (entry["instance_id"], how) == ("astropy__astropy-12907", "commit")
     assert verified.match("django/django", 1, [], None, scope="repository")[1] == "repository"
+
+
+def test_report_section_reads_the_manifests(tmp_path):
+    from assay.synth.history.report import report_section
+
+    run_stage(SwebenchInstances({"paths": [str(SWEBENCH)]}), [], tmp_path / "swe", options=ONE)
+    run_stage(Templates(), [tmp_path / "swe"], tmp_path / "dialogue", options=ONE)
+    html = report_section(tmp_path)
+    assert "Code history" in html and "Template yields" in html and "sqlfluff/sqlfluff" in html
+    assert "malformed_instance" in html and "no_tree: 5" in html and "<img" in html
+    assert report_section(tmp_path / "nothing") is None

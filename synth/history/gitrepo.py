@@ -127,24 +127,37 @@ def diff_trees(repo, old_tree, new_tree, limits: Limits, context_lines: int = 3)
         diff = new_tree.diff_to_tree(swap=True, context_lines=context_lines)
     else:
         diff = repo.diff(old_tree, new_tree, context_lines=context_lines)
+    # Rename detection pairs deletions with additions, so it can only halve the count: a change far
+    # over the limit is rejected before any patch text is made.
+    if len(diff) > 2 * limits.max_files:
+        raise Reject("too_many_files", f"{len(diff)} changed paths > max_files={limits.max_files}")
     diff.find_similar()
+    if len(diff) > limits.max_files:
+        raise Reject("too_many_files", f"{len(diff)} files > max_files={limits.max_files}")
+    odb = repo.odb
     files, parts, skipped = [], [], []
     for patch in diff:
         delta = patch.delta
         status = STATUS.get(delta.status_char())
         old, new = delta.old_file, delta.new_file
         path = new.path if status != "deleted" else old.path
-        why = _skip_reason(repo, status, old, new, delta, limits)
+        why = _skip_reason(status, old, new, delta)
         if why is None:
-            try:
-                before = repo[old.id].data.decode("utf-8") if status != "added" else None
-                after = repo[new.id].data.decode("utf-8") if status != "deleted" else None
-                text = patch.data.decode("utf-8")
-            except UnicodeDecodeError:
-                why = "non_utf8"
+            # The object store directly: about twice as fast as Repository[...] for blobs.
+            raw_before = odb.read(old.id)[1] if status != "added" else None
+            raw_after = odb.read(new.id)[1] if status != "deleted" else None
+            if max(len(raw_before or b""), len(raw_after or b"")) > limits.max_file_bytes:
+                why = "too_large"
             else:
-                if status in ("modified", "renamed") and before == after and old.path == new.path:
-                    why = "mode_change"
+                try:
+                    before = raw_before.decode("utf-8") if raw_before is not None else None
+                    after = raw_after.decode("utf-8") if raw_after is not None else None
+                    text = patch.data.decode("utf-8")
+                except UnicodeDecodeError:
+                    why = "non_utf8"
+                else:
+                    if status in ("modified", "renamed") and before == after and old.path == new.path:
+                        why = "mode_change"
         if why is not None:
             skipped.append((path, why))
             continue
@@ -153,7 +166,7 @@ def diff_trees(repo, old_tree, new_tree, limits: Limits, context_lines: int = 3)
     return Change(files, "".join(parts), skipped)
 
 
-def _skip_reason(repo, status, old, new, delta, limits: Limits) -> str | None:
+def _skip_reason(status, old, new, delta) -> str | None:
     if status is None:
         return "type_change" if delta.status_char() == "T" else f"status_{delta.status_char()}"
     if SUBMODULE in (old.mode, new.mode):
@@ -162,11 +175,6 @@ def _skip_reason(repo, status, old, new, delta, limits: Limits) -> str | None:
         return "symlink"
     if delta.is_binary:
         return "binary"
-    for side, f in (("before", old), ("after", new)):
-        if (side == "before" and status == "added") or (side == "after" and status == "deleted"):
-            continue
-        if repo[f.id].size > limits.max_file_bytes:
-            return "too_large"
     return None
 
 

@@ -118,47 +118,42 @@ def _parse_hunk(lines: list[str], i: int, fp: FilePatch) -> int:
     old_len = int(m.group(2)) if m.group(2) is not None else 1
     new_len = int(m.group(4)) if m.group(4) is not None else 1
     hunk = Hunk(int(m.group(1)), old_len, int(m.group(3)), new_len)
-    i += 1
+    # Find the hunk's extent by counting, then split it by tag with comprehensions (the hot loop of
+    # every round trip, kept to one comparison per line).
+    start = j = i + 1
     n = len(lines)
     left_old, left_new = old_len, new_len
-    while i < n and (left_old > 0 or left_new > 0):
-        line = lines[i]
-        tag, body = line[:1], line[1:]
-        if tag == " " or (tag == "\n" and line == "\n"):  # some tools drop the space of an empty context line
-            body = body if tag == " " else "\n"
-            hunk.old.append(body)
-            hunk.new.append(body)
+    marks = []  # positions of "\ No newline" lines
+    while j < n and (left_old > 0 or left_new > 0):
+        tag = lines[j][:1]
+        if tag == " " or lines[j] == "\n":  # some tools drop the space of an empty context line
             left_old -= 1
             left_new -= 1
         elif tag == "-":
-            hunk.old.append(body)
-            hunk.removed.append(body)
             left_old -= 1
         elif tag == "+":
-            hunk.new.append(body)
-            hunk.added.append(body)
             left_new -= 1
         else:
-            raise PatchError("bad_patch", f"hunk at -{hunk.old_start} ends early: {line[:60]!r}")
-        i += 1
-        if i < n and lines[i].startswith(NO_NEWLINE):
-            _drop_newline(hunk, line[:1])
-            i += 1
+            raise PatchError("bad_patch", f"hunk at -{hunk.old_start} ends early: {lines[j][:60]!r}")
+        j += 1
+        if j < n and lines[j][:1] == NO_NEWLINE:
+            marks.append(j)
+            j += 1
     if left_old != 0 or left_new != 0:
         raise PatchError("bad_patch", f"hunk at -{hunk.old_start} is truncated ({left_old} old, {left_new} new lines missing)")
+    body = lines[start:j]
+    if "\n" in body:
+        body = [" \n" if x == "\n" else x for x in body]
+    if marks:  # the line before each marker loses its newline
+        for k in reversed([m - start for m in marks]):
+            body[k - 1] = body[k - 1][:-1] if body[k - 1].endswith("\n") else body[k - 1]
+            del body[k]
+    hunk.old = [x[1:] for x in body if x[0] != "+"]
+    hunk.new = [x[1:] for x in body if x[0] != "-"]
+    hunk.removed = [x[1:] for x in body if x[0] == "-"]
+    hunk.added = [x[1:] for x in body if x[0] == "+"]
     fp.hunks.append(hunk)
-    return i
-
-
-def _drop_newline(hunk: Hunk, tag: str) -> None:
-    if tag in (" ", "-") and hunk.old:
-        hunk.old[-1] = hunk.old[-1].rstrip("\n")
-    if tag in (" ", "+") and hunk.new:
-        hunk.new[-1] = hunk.new[-1].rstrip("\n")
-    if tag == "-":
-        hunk.removed[-1] = hunk.old[-1]
-    elif tag == "+":
-        hunk.added[-1] = hunk.new[-1]
+    return j
 
 
 def split_lines(text: str) -> list[str]:
