@@ -187,3 +187,36 @@ def test_report_section_reads_the_manifests(tmp_path):
     assert "Code history" in html and "Template yields" in html and "sqlfluff/sqlfluff" in html
     assert "malformed_instance" in html and "no_tree: 5" in html and "<img" in html
     assert report_section(tmp_path / "nothing") is None
+
+
+def test_malformed_inputs_are_rejects_not_crashes(tmp_path):
+    odd = [
+        [], "a string", {"type": "PullRequestEvent"}, {"type": "ForkEvent", "repo": {"name": "a/b"}, "payload": {}}, {"type": "PullRequestEvent", "repo": "a/b", "payload": {}},
+        {"type": "PullRequestEvent", "repo": {"name": "a/b"}, "payload": {"number": "7"}},
+        {"type": "IssueCommentEvent", "repo": {"name": "a/b"}, "payload": {"issue": {"number": 1}, "comment": "hi"}},
+        {"type": "IssuesEvent", "repo": {"name": "a/b"}, "payload": {"issue": [1]}},
+        {"type": "PullRequestEvent", "repo": {"name": "a/b"}, "payload": {"number": 5, "pull_request": {
+            "title": 12, "body": ["x"], "head": "not-an-object", "base": {"sha": 3, "repo": {"stargazers_count": True}},
+            "created_at": 1700000000, "merged": "yes"}}},
+    ]
+    (tmp_path / "odd.json").write_text("\n".join(json.dumps(e) for e in odd) + "\n\x00\xff garbage\n")
+    (tmp_path / "broken.json.gz").write_bytes(b"\x1f\x8b\x08\x00not really gzip")
+    result = run_stage(PullRequests({"paths": [str(tmp_path / "odd.json"), str(tmp_path / "broken.json.gz")],
+                                     "clones": str(tmp_path)}), [], tmp_path / "prs", options=ONE)
+    ds = Dataset(tmp_path / "prs")
+    (pr,) = rows(ds)
+    assert (pr["repo"], pr["pr_number"], pr["created_at"], pr["commit"], pr["stars"]) == ("a/b", 5, None, None, None)
+    reasons = result.manifest["counts"]["rejected"]
+    assert reasons["malformed_event"]["rows"] == 7 and reasons["bad_json"]["rows"] == 1 and reasons["corrupt_file"]["rows"] == 1
+    assert result.manifest["statistics"]["counters"]["events.other_type"] == 1
+    bad_swe = tmp_path / "swe.jsonl"
+    bad_swe.write_text("\n".join(json.dumps(x) for x in [
+        {"instance_id": "a__b-1", "repo": "a/b", "problem_statement": "p", "patch": "--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n-x\n"},
+        {"instance_id": "a__b-2", "repo": "a/b", "problem_statement": "p", "patch": "not a diff at all"},
+        {"instance_id": "a__b-3", "repo": "a/b", "problem_statement": "p", "patch": "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n",
+         "base_commit": ["not", "a", "sha"], "created_at": 5},
+        [1, 2]]) + "\n")
+    result = run_stage(SwebenchInstances({"paths": [str(bad_swe)]}), [], tmp_path / "swe", options=ONE)
+    assert {k: v["rows"] for k, v in result.manifest["counts"]["rejected"].items()} == {"bad_patch": 2, "malformed_instance": 1}
+    (kept,) = rows(Dataset(tmp_path / "swe"))
+    assert kept["pr_number"] == 3 and kept["base_commit"] is None and kept["created_at"] is None

@@ -17,7 +17,8 @@ created_at, then id), comments are de-duplicated by comment id, and an issue nam
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 RELEVANT = ("PullRequestEvent", "PullRequestReviewCommentEvent", "IssueCommentEvent", "IssuesEvent")
@@ -26,6 +27,20 @@ FIXES = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+(?:([\w.
 
 class EventError(ValueError):
     """An event of a relevant type that lacks what the join needs."""
+
+
+def field(obj: Any, *keys: str) -> Any:
+    """obj[k1][k2]... or None where a level is missing or not an object (events come in many shapes)."""
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def text(value: Any) -> str:
+    """A text field as a string: None and non-strings (a malformed event) become ""."""
+    return value.strip() if isinstance(value, str) else ""
 
 
 def _order(event: dict) -> tuple[str, int]:
@@ -41,9 +56,9 @@ class Thread:
     number: int
     snapshot: dict | None = None  # the latest pull_request (or issue) object
     when: tuple[str, int] = ("", 0)
-    comments: dict[Any, dict] = field(default_factory=dict)
-    review_comments: dict[Any, dict] = field(default_factory=dict)
-    actions: list[str] = field(default_factory=list)
+    comments: dict[Any, dict] = dc_field(default_factory=dict)
+    review_comments: dict[Any, dict] = dc_field(default_factory=dict)
+    actions: list[str] = dc_field(default_factory=list)
     merged: bool = False
     stars: int | None = None
     events: int = 0
@@ -73,8 +88,8 @@ class EventJoin:
             pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), dict) else {}
             thread = self._thread(self.pulls, repo, payload.get("number") or pr.get("number"), kind)
             thread.take(pr or None, event)
-            stars = ((pr.get("base") or {}).get("repo") or {}).get("stargazers_count")
-            if isinstance(stars, int):
+            stars = field(pr, "base", "repo", "stargazers_count")
+            if isinstance(stars, int) and not isinstance(stars, bool):
                 thread.stars = max(stars, thread.stars or 0)
             if kind == "PullRequestEvent":
                 thread.actions.append(str(payload.get("action")))
@@ -123,7 +138,10 @@ def _comment(payload: dict, kind: str) -> dict:
     comment = payload.get("comment")
     if not isinstance(comment, dict):
         raise EventError(f"{kind} without payload.comment")
-    return {k: comment.get(k) for k in ("id", "body", "created_at", "path", "diff_hunk")}
+    out = {k: comment.get(k) for k in ("body", "created_at", "path", "diff_hunk")}
+    cid = comment.get("id")
+    out["id"] = cid if isinstance(cid, (int, str)) else None
+    return out
 
 
 def _sorted_comments(comments: dict) -> list[dict]:
@@ -133,22 +151,20 @@ def _sorted_comments(comments: dict) -> list[dict]:
 def pr_text(thread: Thread, issues: list[Thread], diff: str) -> tuple[str, str]:
     """(problem statement, document text) of a PR: its linked issues or its own description first,
     then the discussion, the review comments on code and the diff when known."""
-    snap = thread.snapshot or {}
-    own = "\n\n".join(x.strip() for x in (snap.get("title") or "", snap.get("body") or "") if x and x.strip())
+    own = problem_of(thread)
     problem = "\n\n".join(problem_of(i) for i in issues) or own
     parts = [own]
     for issue in issues:
         parts.append(f"Fixes #{issue.number}: " + problem_of(issue))
-        parts += [(c.get("body") or "").strip() for c in _sorted_comments(issue.comments)]
-    parts += [(c.get("body") or "").strip() for c in _sorted_comments(thread.comments)]
+        parts += [text(c.get("body")) for c in _sorted_comments(issue.comments)]
+    parts += [text(c.get("body")) for c in _sorted_comments(thread.comments)]
     for c in _sorted_comments(thread.review_comments):
-        hunk = (c.get("diff_hunk") or "").strip()
-        parts.append(f"{c.get('path') or ''}\n{hunk}\n{(c.get('body') or '').strip()}".strip())
+        parts.append(f"{text(c.get('path'))}\n{text(c.get('diff_hunk'))}\n{text(c.get('body'))}".strip())
     if diff:
         parts.append(diff)
     return problem, "\n\n".join(p for p in parts if p)
 
 
-def problem_of(issue: Thread) -> str:
-    snap = issue.snapshot or {}
-    return "\n\n".join(x.strip() for x in (snap.get("title") or "", snap.get("body") or "") if x and x.strip())
+def problem_of(thread: Thread) -> str:
+    snap = thread.snapshot or {}
+    return "\n\n".join(x for x in (text(snap.get("title")), text(snap.get("body"))) if x)

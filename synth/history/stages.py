@@ -20,7 +20,10 @@ from typing import Any, ClassVar, Iterator, Literal, Sequence
 import pyarrow as pa
 from pydantic import Field
 
-from assay.pipeline.io import expand_paths, open_binary
+from zstandard import ZstdError
+
+from assay.pipeline.io import open_binary
+from assay.pipeline.readers import STREAM_ERRORS as READER_STREAM_ERRORS
 from assay.pipeline.schema import DOC_SCHEMA, PARENT_ID, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta, text_bytes
 from assay.pipeline.stage import MapStage, Params, SourceStage, Task, add_columns, register, with_rejects
 
@@ -28,7 +31,8 @@ from . import gitrepo
 from .records import RECORD_COLUMNS, Limits, Reject, check_sizes, code_languages, document_text, excerpt, file_entry, round_trip
 from .templates import RENDERERS, SEGMENTS_TYPE, TEMPLATES, TemplateLimits
 
-STREAM_ERRORS = (EOFError, OSError, ValueError)
+# A damaged compressed stream raises any of these part-way through (the core readers' list + zstd's).
+STREAM_ERRORS = (*READER_STREAM_ERRORS, ZstdError)
 
 
 class RecordParams(Params):
@@ -79,6 +83,11 @@ class Rows:
         table = pa.Table.from_pylist(self.rows, schema=self.schema)
         self.rows = []
         return table
+
+
+def _sha(value: Any) -> str | None:
+    """A commit id from an event, or None when it is missing or not a hex string."""
+    return value if isinstance(value, str) and 7 <= len(value) <= 64 and all(c in "0123456789abcdef" for c in value) else None
 
 
 def commit_url(repo: str, sha: str) -> str:
@@ -312,7 +321,7 @@ class PullRequests(SourceStage):
         yield table
 
     def _emit(self, join, rows: Rows) -> None:
-        from .gharchive import pr_text
+        from .gharchive import field, pr_text
 
         p = self.params
         limits = p.limits()
@@ -333,23 +342,24 @@ class PullRequests(SourceStage):
             issues = join.linked_issues(thread)
             linked.update((i.repo, i.number) for i in issues)
             snap = thread.snapshot
-            head = (snap.get("head") or {}).get("sha")
-            base = (snap.get("base") or {}).get("sha")
+            head, base = _sha(field(snap, "head", "sha")), _sha(field(snap, "base", "sha"))
+            merge_sha = _sha(snap.get("merge_commit_sha"))
             try:
                 change, base_commit, commit, tree = self._change(thread, snap, limits)
                 problem, text = pr_text(thread, issues, change.diff if change else "")
             except Reject as exc:
                 rows.reject(exc.reason, exc.detail, url, fields)
                 continue
-            record = dict(fields, text=text, problem=problem, created_at=snap.get("created_at"),
-                          commit=commit or snap.get("merge_commit_sha") or head, base_commit=base_commit or base,
+            created = snap.get("created_at")
+            record = dict(fields, text=text, problem=problem, created_at=created if isinstance(created, str) else None,
+                          commit=commit or merge_sha or head, base_commit=base_commit or base,
                           files=change.files if change else None, diff=change.diff if change else None,
                           languages=code_languages(change.files, Limits(require_code=False)) if change else [],
                           tree=tree)
             meta = {"title": snap.get("title"), "state": snap.get("state"), "merged": thread.merged,
                     "linked_issues": [i.number for i in issues], "comments": len(thread.comments),
                     "review_comments": len(thread.review_comments), "events": thread.events,
-                    "head_sha": head, "base_sha": base, "merge_commit_sha": snap.get("merge_commit_sha"),
+                    "head_sha": head, "base_sha": base, "merge_commit_sha": merge_sha,
                     "patch": "clone" if change else "none"}
             self.stats.count("prs.with_patch" if change else "prs.without_patch")
             _count_record(self.stats, record)
@@ -359,19 +369,21 @@ class PullRequests(SourceStage):
 
     def _change(self, thread, snap: dict, limits: Limits):
         """(Change, base commit, commit, listing) from a local clone, or Nones without one."""
+        from .gharchive import field
+
         path = find_clone(self.params.clones, thread.repo)
         if path is None:
             return None, None, None, None
         repo = gitrepo.open_repo(path)
+        merge, head, base = (_sha(snap.get("merge_commit_sha")), _sha(field(snap, "head", "sha")),
+                             _sha(field(snap, "base", "sha")))
         try:
-            merge = snap.get("merge_commit_sha")
-            if thread.merged and merge and merge in repo:
+            if thread.merged and merge and merge in repo and repo[merge].parents:
                 commit = repo[merge]
                 old = commit.parents[0]
             else:
-                head = repo[(snap.get("head") or {})["sha"]]
-                old = repo[repo.merge_base((snap.get("base") or {})["sha"], head.id)]
-                commit = head
+                commit = repo[head]
+                old = repo[repo.merge_base(base, commit.id)]
         except (KeyError, ValueError, TypeError):
             return None, None, None, None  # the clone lacks these commits: a record without a patch
         change = gitrepo.diff_trees(repo, old.tree, commit.tree, limits)
@@ -438,9 +450,12 @@ class SwebenchInstances(SourceStage):
             rows.reject("malformed_instance", "needs instance_id, repo, problem_statement and patch", where)
             return
         url = f"https://github.com/{repo}/pull/{pr_number(iid)}"
-        fields = {"repo": repo, "record_kind": "swebench", "pr_number": pr_number(iid), "base_commit": inst.get("base_commit")}
+        fields = {"repo": repo, "record_kind": "swebench", "pr_number": pr_number(iid),
+                  "base_commit": _sha(inst.get("base_commit"))}
         try:
             patches = parse_patch(patch)
+            if not patches:
+                raise Reject("bad_patch", "no file diff in the patch")
             clone = find_clone(p.clones, repo)
             git = gitrepo.open_repo(clone) if clone else None
             sha = inst.get("base_commit")
@@ -471,7 +486,7 @@ class SwebenchInstances(SourceStage):
             rows.reject(exc.reason, exc.detail, url, fields, text=problem)
             return
         record = dict(fields, text=document_text(problem, patch), problem=problem.strip(), commit=None,
-                      created_at=inst.get("created_at"), stars=None, languages=languages, files=files,
+                      created_at=inst["created_at"] if isinstance(inst.get("created_at"), str) else None, stars=None, languages=languages, files=files,
                       diff=patch, tree=tree)
         _count_record(self.stats, record)
         rows.add(record, url, {"instance_id": iid, "files": "whole" if tree is not None else "excerpts"})
