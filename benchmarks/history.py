@@ -134,7 +134,7 @@ def assay_records(repo_path: str, ids: list[str]) -> tuple[int, Counter, dict]:
 
 def assay_stage(repo_path: str, rev: str) -> dict:
     from assay.pipeline.runner import run_stage
-    from assay.synth.history.stages import Commits
+    from assay.synth.history.sources import Commits
 
     with tempfile.TemporaryDirectory() as tmp:
         result = run_stage(Commits({"paths": [repo_path], "rev": rev}), [], Path(tmp) / "out", options={"workers": 1})

@@ -11,7 +11,8 @@ pytest.importorskip("pygit2")
 
 from assay.pipeline.dataset import Dataset  # noqa: E402
 from assay.pipeline.runner import run_stage  # noqa: E402
-from assay.synth.history.stages import Commits, Templates  # noqa: E402
+from assay.synth.history.sources import Commits  # noqa: E402
+from assay.synth.history.stages import Templates  # noqa: E402
 
 pytestmark = pytest.mark.spark
 ENV = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.org", "GIT_COMMITTER_NAME": "Ada",

@@ -18,7 +18,8 @@ from assay.pipeline.dataset import Dataset  # noqa: E402
 from assay.pipeline.runner import run_stage  # noqa: E402
 from assay.synth.history import search_replace  # noqa: E402
 from assay.synth.history.records import Reject, round_trip  # noqa: E402
-from assay.synth.history.stages import Commits, Templates, Verify  # noqa: E402
+from assay.synth.history.sources import Commits  # noqa: E402
+from assay.synth.history.stages import Templates, Verify  # noqa: E402
 from assay.synth.history.templates import localization, repair  # noqa: E402
 
 ONE = {"workers": 1}

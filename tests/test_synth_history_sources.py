@@ -17,7 +17,8 @@ from assay.pipeline.runner import run_stage  # noqa: E402
 from assay.synth.history import search_replace  # noqa: E402
 from assay.synth.history.patches import parse_patch  # noqa: E402
 from assay.synth.history.records import excerpt  # noqa: E402
-from assay.synth.history.stages import Commits, Leakage, PullRequests, SwebenchInstances, Templates  # noqa: E402
+from assay.synth.history.sources import Commits, PullRequests, SwebenchInstances  # noqa: E402
+from assay.synth.history.stages import Leakage, Templates  # noqa: E402
 from assay.synth.history.swebench import Registry, signatures  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "history"
