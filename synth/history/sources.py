@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
+import zlib
+
 from pydantic import Field
 from zstandard import ZstdError
 
 from assay.pipeline.io import open_binary
-from assay.pipeline.readers import STREAM_ERRORS as READER_STREAM_ERRORS
 from assay.pipeline.schema import DOC_SCHEMA, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta, text_bytes
 from assay.pipeline.stage import Params, SourceStage, Task, add_columns, register
 
@@ -27,7 +28,7 @@ from . import gitrepo
 from .records import RECORD_COLUMNS, Limits, Reject, check_sizes, code_languages, document_text, excerpt, file_entry, round_trip
 
 # A damaged compressed stream raises any of these part-way through (the core readers' list + zstd's).
-STREAM_ERRORS = (*READER_STREAM_ERRORS, ZstdError)
+STREAM_ERRORS = (EOFError, zlib.error, OSError, ValueError, ZstdError)
 
 
 class RecordParams(Params):
