@@ -244,7 +244,10 @@ class PdfParams(Params):
 
 @register("extract.pdf")
 class ExtractPdf(FileReader):
-    """PDF files → one document per file (pages joined), or a reject with a reason."""
+    """PDF files → one document per file (pages joined), or a reject with a reason.
+
+    Example: assay extract pdf 'papers/*.pdf' runs/x/pdfs --backend pdfium --source papers
+    """
 
     Params = PdfParams
     files_per_task = 16

@@ -98,7 +98,10 @@ class HtmlFilesParams(HtmlOptions):
 @register("extract.html")
 class ExtractHtmlFiles(_HtmlExtracting, FileReader):
     """HTML files → documents (Markdown-ish text, math as LaTeX, code fenced). The page URL comes from
-    <link rel=canonical> or og:url when the page states one."""
+    <link rel=canonical> or og:url when the page states one.
+
+    Example: assay extract html 'crawl/pages/*.html.gz' runs/x/pages --source mysite
+    """
 
     Params = HtmlFilesParams
     files_per_task = 64
@@ -154,7 +157,10 @@ class WarcParams(HtmlOptions):
 @register("extract.warc")
 class ExtractWarc(_HtmlExtracting, FileReader):
     """WARC response records → documents. Other record types (request, metadata, warcinfo) are skipped;
-    truncated or corrupt records become rejects, and reading resumes after damage."""
+    truncated or corrupt records become rejects, and reading resumes after damage.
+
+    Example: assay extract warc 'crawl/*.warc.gz' runs/x/web --source cc-sample
+    """
 
     Params = WarcParams
     files_per_task = 1
@@ -201,7 +207,10 @@ class RecordsParams(HtmlOptions):
 @register("extract.records")
 class ExtractRecords(_HtmlExtracting, MapStage):
     """A dataset with an `html` column (and optional `url`) → `text` filled by extraction; other
-    columns pass through."""
+    columns pass through.
+
+    Example: assay extract records runs/x/raw_html runs/x/extracted --html-column html
+    """
 
     Params = RecordsParams
     batch_rows = 256

@@ -55,7 +55,10 @@ class PackParams(Params):
 class Pack(GlobalStage):
     """Draw one mixture stage from tokenized sources and pack it into fixed-length token shards.
 
-    Normally run by `assay mix build`, which writes its params from the mixture."""
+    Normally run by `assay mix build`, which writes its params from the mixture.
+
+    Example: assay mix build examples/mixtures/step35-mini.yaml runs/demo/mix-step35
+    """
 
     Params = PackParams
     output_kind = "tokens"
