@@ -93,7 +93,7 @@ class TokenShardWriter:
         self.index = index
         self.layout = layout
         self.stage_id = stage_id
-        self.counts = Counts(rows_parent=0)
+        self.counts = Counts()
         stem = shard_stem(index)
         self.files = ShardFiles(self.root, index)
         self._tok = self.files.open_binary(stem + TOKENS_SUFFIX)
@@ -138,9 +138,10 @@ class TokenShardWriter:
             if self._docs is None:
                 self._docs = pq.ParquetWriter(self._docs_path, docs.schema, compression="zstd")
             self._docs.write_table(docs)
-            self.counts.rows_out += docs.num_rows
-            self.counts.rows_created += docs.num_rows
-            self._parents.update(docs.column("doc_id").to_pylist())
+            if self._inputs:  # this writer keeps the ledger; else its caller does (the mixer's packer)
+                self.counts.rows_out += docs.num_rows
+                self.counts.rows_created += docs.num_rows
+                self._parents.update(docs.column("doc_id").to_pylist())
 
     def _write_rejects(self, table: pa.Table) -> None:
         from .dataset import LedgerError, ShardWriter
@@ -166,9 +167,12 @@ class TokenShardWriter:
         if self._rejects is not None:
             self._rejects.close_writers()
         rejected = self._rejected_ids
-        self.counts.rows_parent = len(self._inputs & self._parents) if self._inputs else len(self._parents)
+        # Inputs noted here (a stage run by an engine): check lineage per shard. Otherwise the caller
+        # (the mixer's packer) keeps the ledger itself and the stage-level check applies.
         lost = self._inputs - self._parents - rejected
-        if lost or not self.counts.balanced():
+        if self._inputs:
+            self.counts.rows_parent = len(self._inputs & self._parents)
+        if self._inputs and (lost or not self.counts.balanced()):
             raise LedgerError(f"stage {self.stage_id!r} token shard {self.index}: "
                               + (f"{len(lost)} input document(s) neither packed nor rejected" if lost
                                  else "ledger does not balance: " + self.counts.imbalance()))
