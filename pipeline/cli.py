@@ -386,7 +386,8 @@ def _terminate_as_interrupt(signum, frame) -> None:
 def main(argv: list[str] | None = None) -> None:
     import signal
 
-    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    if argv is None:  # the real program, not a caller embedding the CLI (tests, notebooks)
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     cli = build_cli()
     try:
         cli.main(args=argv, prog_name="assay", standalone_mode=False)
