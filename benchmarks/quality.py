@@ -6,7 +6,9 @@
    benchmarks/requirements-quality.txt, with its default spaCy English tokenizer);
 2. quality.fasttext (Assay's stage: preprocessing + predict + column) vs calling the same model's
    predict on a Python list directly;
-3. the whole default ensemble with tiers (quality.tier) through the local engine on 2 workers.
+3. the whole default ensemble with tiers (quality.tier) through the local engine on 2 workers;
+4. the contrast check on the held-out test pages (never used for training or calibration): share of
+   clean pages in the top three tiers and of junk versions in the bottom two.
 
 Documents: pages of ../shared/data (clean main text, full page text, shuffled, spam), cycled to --docs.
 
@@ -158,6 +160,16 @@ def ensemble_speed(texts: list[str], work: Path, workers: int = 2) -> dict:
             "mean_doc_bytes": round(mean_bytes)}
 
 
+def contrast_on_test_pages() -> dict:
+    from assay.filters.corpus import build, sample_page_ids
+    from assay.filters.evaluate import contrast
+
+    test = build(ROOT.parent / "shared" / "data", sample_page_ids(ROOT))["test"]
+    result = contrast(test)
+    return {"pages": len({r["page"] for r in test}), "clean_top3": result["clean_top3"],
+            "junk_bottom2": result["junk_bottom2"], "kinds": result["kinds"]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--docs", type=int, default=20_000)
@@ -173,6 +185,8 @@ def main() -> int:
         print(json.dumps(out["fasttext_vs_raw_predict"], indent=1), flush=True)
         out["default_ensemble_with_tiers"] = ensemble_speed(texts, work)
         print(json.dumps(out["default_ensemble_with_tiers"], indent=1), flush=True)
+    out["contrast_test_pages"] = contrast_on_test_pages()
+    print(json.dumps(out["contrast_test_pages"], indent=1), flush=True)
     res = ROOT / "benchmarks" / "results" / "quality.json"
     tmp_path = res.with_suffix(".json.tmp")
     tmp_path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")

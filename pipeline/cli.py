@@ -280,8 +280,9 @@ def _stage_command(cls) -> click.Command:
 
     is_source = issubclass(cls, SourceStage)
     params: list[click.Parameter] = [
-        click.Argument(["inputs"], nargs=-1, required=True),
-        click.Argument(["out"], nargs=1),
+        # Internal names that no stage parameter uses (the mixer's pack stage has an `inputs` param).
+        click.Argument(["input_paths"], nargs=-1, required=True, metavar="INPUTS..."),
+        click.Argument(["output_path"], nargs=1, metavar="OUT"),
     ]
     for name, field in cls.Params.model_fields.items():
         if is_source and name == "paths":
@@ -304,7 +305,8 @@ def _stage_command(cls) -> click.Command:
                      help="Recompute even if OUT is up to date (replaces only an Assay dataset)"),
     ]
 
-    def callback(inputs, out, engine, workers, spark_master, ray_address, force, **values):
+    def callback(input_paths, output_path, engine, workers, spark_master, ray_address, force, **values):
+        inputs, out = input_paths, output_path
         import yaml
 
         from .runner import run_stage

@@ -66,16 +66,6 @@ def test_default_tier_stage_with_shipped_calibration_puts_junk_low(tmp_path):
     stage.close()
 
 
-def test_contrast_on_unseen_pages(shared_data):
-    from assay.filters.corpus import build, sample_page_ids
-    from assay.filters.evaluate import contrast
-
-    test = build(shared_data, sample_page_ids(Path(__file__).resolve().parents[1]))["test"]
-    result = contrast(test)
-    assert result["junk_bottom2"] >= 0.9
-    assert result["clean_top3"] >= 0.85  # measured 0.878 (README "Quality"): just short of the 0.9 goal
-
-
 @pytest.mark.parametrize("engine", [pytest.param("spark", marks=pytest.mark.spark), pytest.param("ray", marks=pytest.mark.ray)])
 def test_same_columns_and_tiers_on_every_engine(tmp_path, engine, request):
     rows = read_jsonl_gz(DATA / "contrast-calib.jsonl.gz")[:40]
