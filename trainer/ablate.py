@@ -1,0 +1,172 @@
+"""`assay ablate SPEC`: the same train config on several token datasets (arms) x seeds at one budget.
+
+Reports mean ± std held-out BPB per arm (final evaluation, overall BPB of `metric_set`), every pairwise
+difference with a Welch t-test (or a seed bootstrap) p-value and the gap in units of the seed standard
+deviation, plots, and a dense re-run (num_experts=1) of the two best arms: if their order flips without
+routing, the MoE result is about routing, not data. Each run is an ordinary training run directory, so
+an interrupted ablation resumes run by run.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from assay.pipeline.dataset import atomic_write_text
+
+from .config import AblationSpec, parse_train_config
+from .report import ABLATION, write_run_report
+from .train import prepare_run_dir, read_metrics, train
+
+
+def welch_p(a: list[float], b: list[float]) -> float:
+    """Two-sided Welch t-test p-value (unequal variances)."""
+    from scipy import stats
+
+    if np.std(a, ddof=1) == 0 and np.std(b, ddof=1) == 0:
+        return 0.0 if np.mean(a) != np.mean(b) else 1.0
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def bootstrap_p(a: list[float], b: list[float], n: int = 10_000, seed: int = 0) -> float:
+    """Two-sided bootstrap p-value of mean(a) - mean(b) != 0, resampling seeds within each arm."""
+    rng = np.random.default_rng(seed)
+    da = rng.choice(a, (n, len(a))).mean(1) - rng.choice(b, (n, len(b))).mean(1)
+    tail = min((da <= 0).mean(), (da >= 0).mean())
+    return float(min(1.0, 2 * tail))
+
+
+def compare(values: dict[str, list[float]], method: str, alpha: float) -> list[dict]:
+    pairs = []
+    for a, b in itertools.combinations(sorted(values, key=lambda k: np.mean(values[k])), 2):
+        va, vb = values[a], values[b]
+        diff = float(np.mean(va) - np.mean(vb))
+        pooled = math.sqrt((np.var(va, ddof=1) + np.var(vb, ddof=1)) / 2) if min(len(va), len(vb)) > 1 else 0.0
+        p = welch_p(va, vb) if method == "welch" else bootstrap_p(va, vb)
+        pairs.append({"a": a, "b": b, "diff": round(diff, 5), "seed_std": round(pooled, 5),
+                      "gap_over_std": round(abs(diff) / pooled, 2) if pooled else float("inf"),
+                      "p_value": p, "significant": bool(p < alpha)})
+    return pairs
+
+
+def _metric(summary: dict, set_name: str) -> float:
+    return summary["eval"][set_name]["bpb"]
+
+
+def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Callable[[str], None] = print,
+                 force: bool = False) -> dict:
+    out = Path(out)
+    fingerprint = json.dumps([spec.model_dump(mode="json"), raw_config], sort_keys=True, default=str)
+    import hashlib
+
+    prepare_run_dir(out, hashlib.sha256(fingerprint.encode()).hexdigest()[:16], kind="ablate", force=force)
+    base = Path(spec.config).parent
+
+    def config_for(arm: str, seed: int, dense: bool):
+        raw = copy.deepcopy(raw_config)
+        raw["name"] = f"{arm}-s{seed}" + ("-dense" if dense else "")
+        raw["seed"] = seed
+        raw.setdefault("data", {})["train"] = spec.arms[arm]
+        if spec.tokens:
+            raw["tokens"] = spec.tokens
+        if spec.eval is not None:
+            raw.setdefault("eval", {})["sets"] = dict(spec.eval)
+        if dense:
+            raw.setdefault("moe", {})["num_experts"] = 1
+        return parse_train_config(raw, spec.config, base)
+
+    def run(arm: str, seed: int, dense: bool = False) -> dict:
+        cfg = config_for(arm, seed, dense)
+        if not cfg.eval.sets:
+            raise_no_eval()
+        run_dir = out / "runs" / cfg.name
+        summary = train(cfg, run_dir, log=lambda m: None, report=False)
+        set_name = spec.metric_set or next(iter(cfg.eval.sets))
+        log(f"  {cfg.name}: BPB {_metric(summary, set_name):.4f} ({summary['tokens_per_s']:.0f} tokens/s)")
+        return summary
+
+    first_cfg = config_for(next(iter(spec.arms)), spec.seeds[0], False)
+    metric_set = spec.metric_set or next(iter(first_cfg.eval.sets), None)
+    if metric_set is None:
+        raise_no_eval()
+    if metric_set not in first_cfg.eval.sets:
+        from .config import ConfigError
+
+        raise ConfigError(f"metric_set {metric_set!r}: not one of the eval sets ({', '.join(first_cfg.eval.sets)})")
+    summaries: dict[str, list[dict]] = {}
+    for arm in spec.arms:
+        log(f"arm {arm}: {len(spec.seeds)} seeds")
+        summaries[arm] = [run(arm, s) for s in spec.seeds]
+    values = {arm: [_metric(s, metric_set) for s in runs] for arm, runs in summaries.items()}
+    result = {
+        "name": spec.name, "tokens": summaries[next(iter(spec.arms))][0]["tokens"], "seeds": spec.seeds,
+        "metric_set": metric_set, "significance": spec.significance, "alpha": spec.alpha,
+        "arms": {arm: {"mean": round(float(np.mean(v)), 5), "std": round(float(np.std(v, ddof=1)), 5) if len(v) > 1 else 0.0,
+                       "values": v, "per_source": _per_source(summaries[arm], metric_set),
+                       "tokens_per_s": round(float(np.mean([s["tokens_per_s"] for s in summaries[arm]])), 1)}
+                 for arm, v in values.items()},
+        "pairs": compare(values, spec.significance, spec.alpha),
+    }
+    if spec.dense_check:
+        best, second = sorted(values, key=lambda k: np.mean(values[k]))[:2]
+        seeds = spec.dense_seeds or spec.seeds
+        log(f"dense check: {best} vs {second}, {len(seeds)} seeds")
+        dense = {arm: [_metric(run(arm, s, dense=True), metric_set) for s in seeds] for arm in (best, second)}
+        result["dense_check"] = {"a": best, "b": second, "seeds": seeds, "values_a": dense[best],
+                                 "values_b": dense[second], "mean_a": round(float(np.mean(dense[best])), 5),
+                                 "mean_b": round(float(np.mean(dense[second])), 5),
+                                 "agrees": bool(np.mean(dense[best]) < np.mean(dense[second]))}
+    _plots(out, result, summaries)
+    atomic_write_text(out / ABLATION, json.dumps(result, indent=1))
+    write_run_report(out)
+    return result
+
+
+def raise_no_eval():
+    from .config import ConfigError
+
+    raise ConfigError("an ablation needs held-out eval sets (spec `eval` or the config's eval.sets)")
+
+
+def _per_source(summaries: list[dict], set_name: str) -> dict:
+    out: dict[str, dict] = {}
+    for src in summaries[0]["eval"][set_name]["per_source"]:
+        v = [s["eval"][set_name]["per_source"][src]["bpb"] for s in summaries]
+        if all(x is not None for x in v):
+            out[src] = {"mean": round(float(np.mean(v)), 5),
+                        "std": round(float(np.std(v, ddof=1)), 5) if len(v) > 1 else 0.0}
+    return out
+
+
+def _plots(out: Path, result: dict, summaries: dict[str, list[dict]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = sorted(result["arms"], key=lambda a: result["arms"][a]["mean"])
+    fig, ax = plt.subplots(figsize=(max(4, 1.4 * len(arms)), 3.4))
+    means = [result["arms"][a]["mean"] for a in arms]
+    ax.bar(arms, means, yerr=[result["arms"][a]["std"] for a in arms], color="#4c78a8", capsize=4, alpha=0.8)
+    for i, a in enumerate(arms):
+        ax.scatter([i] * len(result["arms"][a]["values"]), result["arms"][a]["values"], color="k", s=10, zorder=3)
+    lo, hi = min(min(result["arms"][a]["values"]) for a in arms), max(max(result["arms"][a]["values"]) for a in arms)
+    ax.set_ylim(lo - 0.5 * (hi - lo + 1e-3), hi + 0.5 * (hi - lo + 1e-3))
+    ax.set(ylabel=f"BPB on {result['metric_set']}", title="held-out BPB per arm (mean ± std, seeds as dots)")
+    fig.tight_layout()
+    fig.savefig(out / "bpb.png", dpi=110)
+    plt.close(fig)
+    from .report import curves_figure
+
+    streams = {}
+    for arm, runs in summaries.items():
+        recs = read_metrics(out / "runs" / f"{arm}-s{result['seeds'][0]}")
+        streams[f"{arm} (seed {result['seeds'][0]})"] = recs
+    fig = curves_figure(streams)
+    fig.savefig(out / "curves.png", dpi=110)
+    plt.close(fig)
