@@ -9,9 +9,12 @@ an interrupted ablation resumes run by run.
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import json
 import math
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
 
@@ -19,7 +22,7 @@ import numpy as np
 
 from assay.pipeline.dataset import atomic_write_text
 
-from .config import AblationSpec, parse_train_config
+from .config import AblationSpec, ConfigError, parse_train_config
 from .report import ABLATION, write_run_report
 from .train import prepare_run_dir, read_metrics, train
 
@@ -58,16 +61,20 @@ def _metric(summary: dict, set_name: str) -> float:
     return summary["eval"][set_name]["bpb"]
 
 
+def _train_one(raw: dict, config_path: str, run_dir: str) -> dict:
+    """One arm x seed run (in a worker process when the spec asks for workers)."""
+    cfg = parse_train_config(raw, config_path, Path(config_path).parent)
+    return train(cfg, Path(run_dir), log=lambda m: None, report=False)
+
+
 def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Callable[[str], None] = print,
                  force: bool = False) -> dict:
     out = Path(out)
-    fingerprint = json.dumps([spec.model_dump(mode="json"), raw_config], sort_keys=True, default=str)
-    import hashlib
-
+    fingerprint = json.dumps([spec.model_dump(mode="json", exclude={"workers"}), raw_config], sort_keys=True,
+                             default=str)
     prepare_run_dir(out, hashlib.sha256(fingerprint.encode()).hexdigest()[:16], kind="ablate", force=force)
-    base = Path(spec.config).parent
 
-    def config_for(arm: str, seed: int, dense: bool):
+    def raw_for(arm: str, seed: int, dense: bool) -> dict:
         raw = copy.deepcopy(raw_config)
         raw["name"] = f"{arm}-s{seed}" + ("-dense" if dense else "")
         raw["seed"] = seed
@@ -78,35 +85,43 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
             raw.setdefault("eval", {})["sets"] = dict(spec.eval)
         if dense:
             raw.setdefault("moe", {})["num_experts"] = 1
-        return parse_train_config(raw, spec.config, base)
+        if spec.workers > 1:
+            raw["threads"] = 1  # one core per run: parallel runs instead of contended threads
+        return raw
 
-    def run(arm: str, seed: int, dense: bool = False) -> dict:
-        cfg = config_for(arm, seed, dense)
-        if not cfg.eval.sets:
-            raise_no_eval()
-        run_dir = out / "runs" / cfg.name
-        summary = train(cfg, run_dir, log=lambda m: None, report=False)
-        set_name = spec.metric_set or next(iter(cfg.eval.sets))
-        log(f"  {cfg.name}: BPB {_metric(summary, set_name):.4f} ({summary['tokens_per_s']:.0f} tokens/s)")
-        return summary
-
-    first_cfg = config_for(next(iter(spec.arms)), spec.seeds[0], False)
-    metric_set = spec.metric_set or next(iter(first_cfg.eval.sets), None)
+    first = parse_train_config(raw_for(next(iter(spec.arms)), spec.seeds[0], False), spec.config,
+                               Path(spec.config).parent)
+    metric_set = spec.metric_set or next(iter(first.eval.sets), None)
     if metric_set is None:
         raise_no_eval()
-    if metric_set not in first_cfg.eval.sets:
-        from .config import ConfigError
+    if metric_set not in first.eval.sets:
+        raise ConfigError(f"metric_set {metric_set!r}: not one of the eval sets ({', '.join(first.eval.sets)})")
 
-        raise ConfigError(f"metric_set {metric_set!r}: not one of the eval sets ({', '.join(first_cfg.eval.sets)})")
-    summaries: dict[str, list[dict]] = {}
-    for arm in spec.arms:
-        log(f"arm {arm}: {len(spec.seeds)} seeds")
-        summaries[arm] = [run(arm, s) for s in spec.seeds]
-    values = {arm: [_metric(s, metric_set) for s in runs] for arm, runs in summaries.items()}
+    def run_all(jobs: list[tuple[str, int, bool]]) -> dict[tuple[str, int, bool], dict]:
+        args = {job: (raw_for(*job), spec.config, str(out / "runs" / raw_for(*job)["name"])) for job in jobs}
+        done: dict[tuple[str, int, bool], dict] = {}
+        if spec.workers > 1:
+            ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix
+            with ProcessPoolExecutor(spec.workers, mp_context=ctx) as pool:
+                futures = {pool.submit(_train_one, *a): job for job, a in args.items()}
+                for fut in as_completed(futures):
+                    done[futures[fut]] = fut.result()
+                    _log_run(log, done[futures[fut]], metric_set)
+        else:
+            for job, a in args.items():
+                done[job] = _train_one(*a)
+                _log_run(log, done[job], metric_set)
+        return done
+
+    log(f"{len(spec.arms)} arms x {len(spec.seeds)} seeds, {spec.workers} worker(s)")
+    runs = run_all([(arm, s, False) for arm in spec.arms for s in spec.seeds])
+    summaries = {arm: [runs[(arm, s, False)] for s in spec.seeds] for arm in spec.arms}
+    values = {arm: [_metric(s, metric_set) for s in arm_runs] for arm, arm_runs in summaries.items()}
     result = {
         "name": spec.name, "tokens": summaries[next(iter(spec.arms))][0]["tokens"], "seeds": spec.seeds,
         "metric_set": metric_set, "significance": spec.significance, "alpha": spec.alpha,
-        "arms": {arm: {"mean": round(float(np.mean(v)), 5), "std": round(float(np.std(v, ddof=1)), 5) if len(v) > 1 else 0.0,
+        "arms": {arm: {"mean": round(float(np.mean(v)), 5),
+                       "std": round(float(np.std(v, ddof=1)), 5) if len(v) > 1 else 0.0,
                        "values": v, "per_source": _per_source(summaries[arm], metric_set),
                        "tokens_per_s": round(float(np.mean([s["tokens_per_s"] for s in summaries[arm]])), 1)}
                  for arm, v in values.items()},
@@ -115,8 +130,9 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
     if spec.dense_check:
         best, second = sorted(values, key=lambda k: np.mean(values[k]))[:2]
         seeds = spec.dense_seeds or spec.seeds
-        log(f"dense check: {best} vs {second}, {len(seeds)} seeds")
-        dense = {arm: [_metric(run(arm, s, dense=True), metric_set) for s in seeds] for arm in (best, second)}
+        log(f"dense check: {best} vs {second}, {len(seeds)} seed(s)")
+        dense_runs = run_all([(arm, s, True) for arm in (best, second) for s in seeds])
+        dense = {arm: [_metric(dense_runs[(arm, s, True)], metric_set) for s in seeds] for arm in (best, second)}
         result["dense_check"] = {"a": best, "b": second, "seeds": seeds, "values_a": dense[best],
                                  "values_b": dense[second], "mean_a": round(float(np.mean(dense[best])), 5),
                                  "mean_b": round(float(np.mean(dense[second])), 5),
@@ -127,9 +143,11 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
     return result
 
 
-def raise_no_eval():
-    from .config import ConfigError
+def _log_run(log: Callable[[str], None], summary: dict, metric_set: str) -> None:
+    log(f"  {summary['name']}: BPB {_metric(summary, metric_set):.4f} ({summary['tokens_per_s']:.0f} tokens/s)")
 
+
+def raise_no_eval():
     raise ConfigError("an ablation needs held-out eval sets (spec `eval` or the config's eval.sets)")
 
 

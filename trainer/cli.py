@@ -68,7 +68,8 @@ def eval_command(checkpoint: Path, data: tuple[str, ...], batch_size: int, max_r
 @click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
               help="Ablation directory (default runs/ablate/<spec name>); reruns resume run by run")
 @click.option("--force", is_flag=True, help="Restart an ablation directory that holds a different spec")
-def ablate_command(spec: Path, out: Path | None, force: bool) -> None:
+@click.option("--workers", type=int, default=None, help="Runs trained at once (one thread each); overrides the spec")
+def ablate_command(spec: Path, out: Path | None, force: bool, workers: int | None) -> None:
     """Train one config on several datasets x seeds at one token budget; compare held-out BPB.
 
     \b
@@ -79,6 +80,8 @@ def ablate_command(spec: Path, out: Path | None, force: bool) -> None:
     from .config import load_ablation_spec
 
     parsed, raw = load_ablation_spec(spec)
+    if workers:
+        parsed.workers = workers
     out = out or Path("runs") / "ablate" / parsed.name
     res = run_ablation(parsed, raw, out, log=click.echo, force=force)
     for arm, r in sorted(res["arms"].items(), key=lambda kv: kv[1]["mean"]):

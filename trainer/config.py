@@ -199,6 +199,7 @@ class AblationSpec(Strict):
     alpha: float = Field(0.01, gt=0, lt=1)
     dense_check: bool = True
     dense_seeds: list[int] | None = None
+    workers: int = Field(1, ge=1, description="runs trained at once, one CPU thread each (spawned processes)")
 
     @model_validator(mode="after")
     def _arms(self) -> "AblationSpec":

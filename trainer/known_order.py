@@ -118,15 +118,27 @@ def junk_documents(clean: list[dict], fraction: float, seed: int = 0) -> list[di
     return junk
 
 
-def build_known_order(out: str | Path, junk_fraction: float = 0.3, seq_len: int = 257, seed: int = 0,
-                      limit_docs: int | None = None) -> dict[str, Path]:
-    """Write the three token datasets (clean, junk, eval) under `out`; returns their paths."""
+def build_known_order(out: str | Path, junk_fraction: float = 0.3, seq_len: int = 129, seed: int = 0,
+                      train_bytes: int | None = 300_000) -> dict[str, Path]:
+    """Write the three token datasets (clean, junk, eval) under `out`; returns their paths.
+
+    `train_bytes` caps the clean training set (a seeded sample of documents): with a budget of about
+    one epoch every clean run sees all of it, so seeds differ by initialisation and order, not by
+    which part of the corpus they happened to read (that dominated the seed noise otherwise)."""
     out = Path(out)
     docs = clean_documents()
-    if limit_docs:
-        docs = docs[:limit_docs]
     train = [d for d in docs if not is_held_out(d["doc_id"])]
+    if train_bytes is not None:
+        random.Random(seed + 2).shuffle(train)
+        total, kept = 0, []
+        for d in train:
+            if total >= train_bytes:
+                break
+            kept.append(d)
+            total += len(d["text"].encode())
+        train = kept
     held = [d for d in docs if is_held_out(d["doc_id"])]
+    random.Random(seed + 1).shuffle(held)  # sources interleaved, so any first rows hold both
     mixed = train + junk_documents(train, junk_fraction, seed)
     random.Random(seed).shuffle(mixed)  # junk spread through the stream (the loader shuffles rows too)
     return {"clean": write_byte_dataset(train, out / "clean", seq_len),

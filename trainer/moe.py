@@ -145,21 +145,29 @@ class Experts(nn.Module):
             self._grouped_mm_ok = self._check_grouped_mm(x)
         return self._grouped_mm_ok
 
-    @torch.no_grad()
     def _check_grouped_mm(self, x: torch.Tensor) -> bool:
+        """Forward and backward once on random slots; the stats buffers are restored afterwards."""
+        saved = self.act_sq.clone(), self.act_n.clone()
         try:
             g = torch.Generator(device=x.device).manual_seed(0)
             xs = torch.randn(64, self.w_gate_up.shape[1], device=x.device, generator=g)
             e = torch.sort(torch.randint(0, self.n_experts, (64,), device=x.device, generator=g)).values
             counts = torch.bincount(e, minlength=self.n_experts)
-            saved = self.act_sq.clone(), self.act_n.clone()
-            a, b = self._grouped_mm(xs, counts).float(), self._padded(xs.bfloat16(), e, counts).float()
+            xa = xs.clone().requires_grad_()
+            with torch.enable_grad():  # the first call may come from evaluation, under no_grad
+                a = self._grouped_mm(xa, counts).float()
+                a.sum().backward()  # the kernel must have a backward here too
+            self.w_gate_up.grad = self.w_down.grad = None
+            with torch.no_grad():
+                b = self._padded(xs.bfloat16(), e, counts).float()
+            ok = bool(torch.allclose(a.detach(), b, rtol=5e-2, atol=5e-2)) and xa.grad is not None
+        except (RuntimeError, TypeError, NotImplementedError) as exc:  # no kernel for this GPU or shape
             self.act_sq.copy_(saved[0])
             self.act_n.copy_(saved[1])
-            ok = torch.allclose(a, b, rtol=5e-2, atol=5e-2)
-        except (RuntimeError, TypeError) as exc:  # kernel missing for this GPU or shape
             warnings.warn(f"torch._grouped_mm unusable here ({exc}); using padded batched matmuls")
             return False
+        self.act_sq.copy_(saved[0])
+        self.act_n.copy_(saved[1])
         if not ok:
             warnings.warn("torch._grouped_mm disagreed with the padded path; using padded batched matmuls")
         return ok
