@@ -113,6 +113,8 @@ class DataConfig(Strict):
     batch_size: int = Field(8, ge=1, description="rows per micro-batch")
     grad_accum: int = Field(1, ge=1)
     shuffle: bool = True
+    order_seed: int | None = Field(None, description="row order seed; None = the run's seed. Fixing it makes "
+                                   "seeds vary only the initialisation (a paired ablation design)")
 
 
 class MetaConfig(Strict):

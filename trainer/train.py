@@ -145,7 +145,8 @@ class Trainer:
         self.model = build_model(cfg, self.rows.layout.vocab_size, eval_len).to(self.device)
         self.forward = torch.compile(self.model) if cfg.compile else self.model
         self.optimizers = build_optimizers(self.model, cfg.optim, fused=self.device.type == "cuda")
-        self.loader = Loader(self.rows, cfg.data.batch_size, cfg.seed, cfg.data.shuffle)
+        order = cfg.seed if cfg.data.order_seed is None else cfg.data.order_seed
+        self.loader = Loader(self.rows, cfg.data.batch_size, order, cfg.data.shuffle)
         self.autocast = autocast_for(cfg, self.device)
         self.state = {"step": 0, "tokens": 0, "seen": 0, "trained": 0, "spikes": 0, "loss_ema": None,
                       "seconds": 0.0, "next_eval": cfg.eval.every_tokens}
