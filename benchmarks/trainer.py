@@ -163,7 +163,7 @@ def ablation(seeds=(0, 1, 2), tokens: int = 400_000, workers: int = 2) -> dict:
     cfg_path.write_text(json.dumps(raw))
     spec = AblationSpec(name="clean-vs-junk30", config=str(cfg_path), seeds=list(seeds), tokens=tokens,
                         arms={"clean": str(paths["clean"]), "junk30": str(paths["junk"])},
-                        dense_seeds=[seeds[0]], workers=workers)
+                        dense_seeds=[seeds[0]], workers=workers, significance="paired")
     t = time.time()
     res = run_ablation(spec, raw, work / "out")
     seconds = round(time.time() - t, 1)
@@ -172,10 +172,12 @@ def ablation(seeds=(0, 1, 2), tokens: int = 400_000, workers: int = 2) -> dict:
                "arms": {a: {k: r[k] for k in ("mean", "std", "values", "per_source", "tokens_per_s")}
                         for a, r in res["arms"].items()},
                "winner": pair["a"], "gap": abs(pair["diff"]), "gap_over_seed_std": pair["gap_over_std"],
-               "welch_p": pair["p_value"], "significant_at_0.01": pair["significant"],
+               "gap_over_paired_diff_std": pair["gap_over_paired_std"], "paired_p": pair["p_value"],
+               "welch_p": pair["welch_p"], "significant_at_0.01_paired": pair["significant"],
                "dense_check": res.get("dense_check"), "output": str(work / "out"),
                "config": raw, "load_avg_after": os.getloadavg()[0]}
-    print(json.dumps({k: summary[k] for k in ("seconds", "winner", "gap", "gap_over_seed_std", "welch_p")}), flush=True)
+    print(json.dumps({k: summary[k] for k in ("seconds", "winner", "gap", "gap_over_seed_std",
+                                              "gap_over_paired_diff_std", "paired_p", "welch_p")}), flush=True)
     for arm, r in res["arms"].items():
         print(f"  {arm}: BPB {r['mean']:.4f} ± {r['std']:.4f} {r['values']}", flush=True)
     return summary

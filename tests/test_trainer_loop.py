@@ -133,6 +133,11 @@ def test_train_summary_telemetry_and_report(data, tmp_path):
     assert "tokens_seen" in recs[-1] and "grad_norm" in recs[-1] and "spikes" in recs[-1]
     html = (tmp_path / "run" / "report.html").read_text()
     assert "Training run" in html and "<img" in html
+    # `assay eval` rebuilds the model from the last checkpoint and scores the same set identically.
+    from assay.trainer.checkpoint import evaluate_checkpoint
+
+    again = evaluate_checkpoint(tmp_path / "run", {"held": str(data["eval"])})
+    assert again["held"]["bpb"] == summary["eval"]["held"]["bpb"]
 
 
 def test_eval_set_overlapping_training_is_refused(data, tmp_path):

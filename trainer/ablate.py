@@ -1,8 +1,9 @@
 """`assay ablate SPEC`: the same train config on several token datasets (arms) x seeds at one budget.
 
 Reports mean ± std held-out BPB per arm (final evaluation, overall BPB of `metric_set`), every pairwise
-difference with a Welch t-test (or a seed bootstrap) p-value and the gap in units of the seed standard
-deviation, plots, and a dense re-run (num_experts=1) of the two best arms: if their order flips without
+difference with a p-value (Welch t-test by default; a paired t-test, since run i of every arm starts from
+seed i's weights; or a seed bootstrap) and the gap in units of the seed standard deviation (unpaired,
+and of the per-seed differences), plots, and a dense re-run (num_experts=1) of the two best arms: if their order flips without
 routing, the MoE result is about routing, not data. Each run is an ordinary training run directory, so
 an interrupted ablation resumes run by run.
 """
@@ -44,16 +45,32 @@ def bootstrap_p(a: list[float], b: list[float], n: int = 10_000, seed: int = 0) 
     return float(min(1.0, 2 * tail))
 
 
+def paired_p(a: list[float], b: list[float]) -> float:
+    """Two-sided paired t-test over seeds: run i of every arm shares seed i (the same initial weights)."""
+    from scipy import stats
+
+    d = np.subtract(a, b)
+    if np.std(d, ddof=1) == 0:
+        return 0.0 if d.mean() != 0 else 1.0
+    return float(stats.ttest_rel(a, b).pvalue)
+
+
 def compare(values: dict[str, list[float]], method: str, alpha: float) -> list[dict]:
+    """Every pair of arms, best first: the gap, seed noise measured two ways, p-values, the call."""
     pairs = []
     for a, b in itertools.combinations(sorted(values, key=lambda k: np.mean(values[k])), 2):
         va, vb = values[a], values[b]
         diff = float(np.mean(va) - np.mean(vb))
-        pooled = math.sqrt((np.var(va, ddof=1) + np.var(vb, ddof=1)) / 2) if min(len(va), len(vb)) > 1 else 0.0
-        p = welch_p(va, vb) if method == "welch" else bootstrap_p(va, vb)
+        n = min(len(va), len(vb))
+        pooled = math.sqrt((np.var(va, ddof=1) + np.var(vb, ddof=1)) / 2) if n > 1 else 0.0
+        diff_std = float(np.std(np.subtract(va, vb), ddof=1)) if n > 1 else 0.0
+        p = {"welch": welch_p, "paired": paired_p, "bootstrap": bootstrap_p}[method](va, vb)
         pairs.append({"a": a, "b": b, "diff": round(diff, 5), "seed_std": round(pooled, 5),
                       "gap_over_std": round(abs(diff) / pooled, 2) if pooled else float("inf"),
-                      "p_value": p, "significant": bool(p < alpha)})
+                      "paired_diff_std": round(diff_std, 5),
+                      "gap_over_paired_std": round(abs(diff) / diff_std, 2) if diff_std else float("inf"),
+                      "p_value": p, "welch_p": welch_p(va, vb) if n > 1 else None,
+                      "significant": bool(p < alpha)})
     return pairs
 
 

@@ -8,7 +8,7 @@ import torch
 from assay.pipeline.errors import UserError
 
 from .config import TrainConfig
-from .data import TokenRows
+from .data import TokenRows, open_tokens
 from .evaluate import evaluate
 from .train import autocast_for, build_model, latest_checkpoint, resolve_device
 
@@ -34,8 +34,9 @@ def load_model(path: str | Path, max_len: int | None = None, device: str | None 
 
 def evaluate_checkpoint(path: str | Path, sets: dict[str, str], batch_size: int = 16, max_rows: int | None = None,
                         no_prefix: bool = True) -> dict:
-    widths = {name: TokenRows(p).context if TokenRows(p).packed else None for name, p in sets.items()}
-    model, cfg, ckpt = load_model(path, max((w or 0) for w in widths.values()))
+    # Packed rows fix their own width; RoPE tables must cover the longest.
+    widths = [open_tokens(p).layout.seq_len - 1 for p in sets.values()]
+    model, cfg, ckpt = load_model(path, max(widths + [0]))
     device = next(model.parameters()).device
     out = {}
     for name, p in sets.items():

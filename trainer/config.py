@@ -197,7 +197,7 @@ class AblationSpec(Strict):
     tokens: int | None = Field(None, ge=1, description="the one budget every run gets (overrides the config)")
     eval: dict[str, str] | None = Field(None, description="held-out sets (override the config's)")
     metric_set: str | None = Field(None, description="eval set whose overall BPB decides; None = the first")
-    significance: Literal["welch", "bootstrap"] = "welch"
+    significance: Literal["welch", "paired", "bootstrap"] = "welch"
     alpha: float = Field(0.01, gt=0, lt=1)
     dense_check: bool = True
     dense_seeds: list[int] | None = None

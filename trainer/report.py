@@ -118,8 +118,10 @@ def ablation_html(root: Path) -> str:
             for a, r in sorted(res["arms"].items(), key=lambda kv: kv[1]["mean"])]
     parts.append(_table(["arm", "BPB mean ± std", "per seed"], rows))
     rows = [[html.escape(p["a"]), html.escape(p["b"]), f"{p['diff']:+.4f}", f"{p['gap_over_std']:.1f}",
-             f"{p['p_value']:.2g}", "yes" if p["significant"] else "no"] for p in res["pairs"]]
-    parts.append(_table(["arm a", "arm b", "BPB a − b", "|gap| / seed std", "p", "significant"], rows))
+             f"{p.get('gap_over_paired_std', float('nan')):.1f}", f"{p['p_value']:.2g}",
+             "yes" if p["significant"] else "no"] for p in res["pairs"]]
+    parts.append(_table(["arm a", "arm b", "BPB a − b", "|gap| / seed std", "|gap| / std of per-seed gaps",
+                         f"p ({res['significance']})", "significant"], rows))
     dense = res.get("dense_check")
     if dense:
         parts.append(f"<p>Dense re-run (num_experts=1) of {html.escape(dense['a'])} vs "
