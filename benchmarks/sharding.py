@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import tempfile
 import time
@@ -36,8 +37,7 @@ def run(src: Path, root: Path, workers: int, task_mb: int) -> dict:
     from assay.pipeline.readers import ReadJsonl
     from assay.pipeline.runner import run_stage
 
-    reader = ReadJsonl({"paths": [str(src)]})
-    reader.task_bytes = task_mb * 2**20
+    reader = ReadJsonl({"paths": [str(src)], "task_mb": task_mb})
     t0 = time.perf_counter()
     raw = run_stage(reader, [], root / "raw", options={"workers": workers})
     t1 = time.perf_counter()
@@ -64,6 +64,7 @@ def main() -> None:
     result = {"file_mb": args.mb, "runs": runs,
               "speedup_2_vs_1_workers_split": round(split_1w / split_2w, 2),
               "speedup_split_vs_one_task_on_2_workers": round(one_task_2w / split_2w, 2)}
+    result["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)  # other work on the machine skews the ratios
     print(json.dumps(result, indent=2))
     (HERE / "results" / "sharding.json").write_text(json.dumps(result, indent=2) + "\n")
 

@@ -162,16 +162,23 @@ def check_zstd_frames(path: str) -> None:
             pos = end
 
 
-def iter_lines(fh: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | None, int]]:
+def iter_lines(fh: BinaryIO, max_bytes: int, *, first_lineno: int = 0,
+               until: int | None = None) -> Iterator[tuple[int, bytes | None, int]]:
     """Yield (line number, line, size) for every line that is not blank; a line longer than
-    `max_bytes` comes as (number, None, size) after it was skipped chunk by chunk, never held whole."""
-    lineno = 0
+    `max_bytes` comes as (number, None, size) after it was skipped chunk by chunk, never held whole.
+
+    `until` (a byte offset, with `fh` positioned where reading starts) stops before the first line
+    that starts at or after it: a byte range owns exactly the lines that start inside it.
+    `first_lineno` is the number of lines before the current position."""
+    lineno = first_lineno
     readline = fh.readline
-    while True:
+    pos = fh.tell() if until is not None else 0
+    while until is None or pos < until:
         line = readline(max_bytes + 1)
         if not line:
             return
         lineno += 1
+        pos += len(line)
         if len(line) <= max_bytes:
             if not line.isspace():  # blank lines are no records: skipped here, where it is cheapest
                 yield lineno, line, len(line)
@@ -182,7 +189,32 @@ def iter_lines(fh: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | None
             if not line:
                 break
             size += len(line)
+        pos += size - (max_bytes + 1)
         yield lineno, None, size
+
+
+def seek_line_start(fh: BinaryIO, offset: int) -> int:
+    """Position `fh` at the first line that starts at or after `offset` and return how many lines
+    came before it (so line numbers in rejects match a whole-file read). Counting newlines in the
+    prefix costs one sequential read of it: cheap next to parsing the range."""
+    lines = 0
+    fh.seek(0)
+    remaining = offset
+    while remaining > 0:
+        chunk = fh.read(min(_CHUNK, remaining))
+        if not chunk:
+            return lines
+        lines += chunk.count(b"\n")
+        remaining -= len(chunk)
+    if offset == 0:
+        return 0
+    fh.seek(offset - 1)
+    if fh.read(1) == b"\n":  # the line starting at `offset` is ours
+        return lines
+    while True:  # skip the rest of a line that started before `offset`: it belongs to the range before
+        part = fh.readline(_CHUNK)
+        if not part or part.endswith(b"\n"):
+            return lines + (1 if part else 0)
 
 
 def strip_compression_suffix(name: str) -> str:

@@ -29,7 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
-from .io import ExpansionLimit, NotAFile, check_regular_file, iter_lines, open_binary, strip_compression_suffix
+from .io import (ExpansionLimit, NotAFile, check_regular_file, iter_lines, open_binary, seek_line_start,
+                 strip_compression_suffix)
 from .schema import CONTENT_TYPES, DOC_SCHEMA, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta
 from .stage import Params, SourceStage, register
 
@@ -197,23 +198,25 @@ class DocBuffer:
 
 # ---- the per-file guard --------------------------------------------------------------------------
 
-def guard_file(read_file: Callable[[Any, str], Iterator[pa.Table]]) -> Callable[[Any, str], Iterator[pa.Table]]:
-    """Wrap a `read_file(self, path)` generator so that the file always ends up accounted for: a
-    non-regular file or an exception nobody caught becomes a reject for the file (rows already
-    handed out stand), and a file that gave no row at all gives an `empty_file` reject."""
+def guard_file(read_file: Callable[..., Iterator[pa.Table]]) -> Callable[..., Iterator[pa.Table]]:
+    """Wrap a `read_file(self, path[, byte_range])` generator so that the file always ends up
+    accounted for: a non-regular file or an exception nobody caught becomes a reject for the file
+    (rows already handed out stand), and a file that gave no row at all gives an `empty_file` reject.
+    A byte range of a split file may hold no record start (one long line spans it): no reject then."""
     if getattr(read_file, "_guarded", False):
         return read_file
 
     @functools.wraps(read_file)
-    def read(self, path: str) -> Iterator[pa.Table]:
+    def read(self, path: str, byte_range: tuple[int, int] | None = None) -> Iterator[pa.Table]:
         buf = DocBuffer(self.source_for(path))
         rows = 0
-        with buf.guard(path, "corrupt_file"):
+        where = f"{path}[{byte_range[0]}:{byte_range[1]}]" if byte_range else path
+        with buf.guard(where, "corrupt_file"):
             check_regular_file(path)
-            for table in read_file(self, path):
+            for table in (read_file(self, path, byte_range) if byte_range else read_file(self, path)):
                 rows += table.num_rows
                 yield table
-        if not rows and not buf.rows:
+        if not rows and not buf.rows and not byte_range:
             buf.reject("empty_file", "the file holds no records", where=path)
         if buf.rows:
             yield buf.take()
@@ -259,6 +262,8 @@ class JsonlParams(Params):
     max_doc_bytes: int = Field(50_000_000, gt=0, description="Records larger than this are rejected as too_large")
     max_expansion: float = Field(200.0, gt=1, description="A compressed file expanding more than this many times its "
                                  "size (past the first MiB) is a decompression bomb: the rest is rejected as too_large")
+    task_mb: float = Field(64.0, gt=0, description="Uncompressed files larger than this are read as several tasks "
+                           "(byte ranges split at line starts), so one big file spreads over every core")
 
 
 @register("read.jsonl")
@@ -268,18 +273,30 @@ class ReadJsonl(FileReader):
     Rejects: bad_json (line N), invalid_utf8, missing_text, wrong_type, too_large, too_deep,
     corrupt_file (damaged compression; the lines before the damage are kept), empty_file.
 
+    A plain (uncompressed) file larger than `task_mb` is read as several tasks, each owning the lines
+    that start in its byte range; the rows, their order and the rejects (line numbers included) are
+    the same as one whole-file read. Compressed streams cannot be entered mid-way: one task each.
+
     Example: assay read jsonl data/*.jsonl.gz out/ --text-field content --source mycrawl
     """
 
     Params = JsonlParams
+    splittable = True
 
-    def read_file(self, path: str) -> Iterator[pa.Table]:
+    @property
+    def task_bytes(self) -> int:  # type: ignore[override]
+        return int(self.params.task_mb * 1024 * 1024)
+
+    def read_file(self, path: str, byte_range: tuple[int, int] | None = None) -> Iterator[pa.Table]:
         p = self.params
         buf = DocBuffer(self.source_for(path))
         lineno = 0
         with buf.guard(lambda: f"{path} after line {lineno}", "corrupt_file"):
             with open_binary(path, max_expansion=p.max_expansion) as fh:
-                for lineno, raw, size in iter_lines(fh, p.max_doc_bytes):
+                if byte_range:
+                    lineno = seek_line_start(fh, byte_range[0])
+                lines = iter_lines(fh, p.max_doc_bytes, first_lineno=lineno, until=byte_range[1] if byte_range else None)
+                for lineno, raw, size in lines:
                     where = f"{path}:{lineno}"
                     if raw is None:
                         buf.reject("too_large", f"{size} bytes > max_doc_bytes={p.max_doc_bytes}", where=where)

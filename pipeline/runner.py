@@ -47,8 +47,7 @@ def fingerprint(stage: Stage, inputs: Sequence[Dataset], input_fingerprints: lis
         "inputs": input_fingerprints or [(ds.manifest or {}).get("fingerprint") for ds in inputs],
     }
     if isinstance(stage, SourceStage):  # outside files: their identity is part of the input
-        files = stage.matched_files()
-        parts["files"] = [(f, os.path.getsize(f), int(os.path.getmtime(f))) for f in files]
+        parts["files"] = stage.input_identity()
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 

@@ -95,6 +95,8 @@ class Stage:
     resources: Resources = Resources()
     workers: int = 0
     batch_rows: int = 5_000
+    # A map stage's input shard larger than this (uncompressed) is split by row groups into tasks.
+    task_bytes: ClassVar[int] = 64 * 1024 * 1024
     # Import names of packages the stage needs beyond Assay's own; `assay validate` checks them.
     requires: ClassVar[tuple[str, ...]] = ()
     # Params holding file-system paths (model files, eval sets, tokenizers, input globs): recipes
@@ -216,9 +218,18 @@ class MapStage(Stage):
         raise NotImplementedError
 
     def tasks(self, inputs: Sequence["Dataset"]) -> list[Task]:
-        """One task per shard of every input: several inputs mean the union of them."""
-        paths = [str(p) for ds in inputs for p in ds.shards()]
-        return [Task(i, (p,)) for i, p in enumerate(paths)]
+        """One task per shard of every input (several inputs mean the union of them); a shard
+        holding more than `task_bytes` of uncompressed data is re-sharded into runs of its row
+        groups, so one oversized shard upstream does not leave every later stage on one core."""
+        tasks: list[Task] = []
+        for path in (str(p) for ds in inputs for p in ds.shards()):
+            spans = row_group_spans(path, self.task_bytes)
+            if spans is None:
+                tasks.append(Task(len(tasks), (path,)))
+            else:
+                for span in spans:
+                    tasks.append(Task(len(tasks), (path,), (("row_groups", span),)))
+        return tasks
 
     def read_batches(self, task: Task, writer) -> Iterator[pa.Table]:
         import pyarrow.parquet as pq
@@ -226,8 +237,10 @@ class MapStage(Stage):
         from .schema import text_bytes
 
         note = getattr(writer, "note_inputs", None)
+        span = task.get("row_groups")
+        groups = list(range(*span)) if span else None
         for path in task.inputs:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=self.batch_rows):
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=self.batch_rows, row_groups=groups):
                 table = pa.Table.from_batches([batch])
                 if note is not None:
                     note(table)
@@ -252,7 +265,6 @@ class SourceStage(Stage):
 
     kind = "source"
     files_per_task: ClassVar[int] = 1
-    task_bytes: ClassVar[int] = 64 * 1024 * 1024
     splittable: ClassVar[bool] = False  # read_file honours (start, end) byte ranges
     path_params: ClassVar[tuple[str, ...]] = ("paths",)
 
@@ -266,6 +278,14 @@ class SourceStage(Stage):
         if getattr(self, "_matched", None) is None:
             self._matched = self.input_files()
         return self._matched
+
+    def input_identity(self) -> list[Any]:
+        """What identifies the outside input for the fingerprint: (path, size, mtime) per file by
+        default. A source whose files do not say when their content changed (a git repository, a
+        remote listing) returns something that does (a commit id, an ETag)."""
+        import os
+
+        return [(f, os.path.getsize(f), int(os.path.getmtime(f))) for f in self.matched_files()]
 
     def tasks(self, inputs: Sequence["Dataset"] = ()) -> list[Task]:
         import os
@@ -327,6 +347,29 @@ class SourceStage(Stage):
             for table in tables:
                 counts.rows_in += table.num_rows
                 yield table
+
+
+def row_group_spans(path: str, task_bytes: int) -> list[tuple[int, int]] | None:
+    """[start, end) runs of row groups of about `task_bytes` uncompressed each, or None when the
+    shard is one task. Depends only on the file's footer, so the split is the same on every run."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    if os.path.getsize(path) * 2 < task_bytes:  # compressed size: too small to matter, skip the footer
+        return None
+    meta = pq.ParquetFile(path).metadata
+    sizes = [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]
+    if len(sizes) < 2 or sum(sizes) <= task_bytes:
+        return None
+    spans, start, acc = [], 0, 0
+    for i, size in enumerate(sizes):
+        if acc and acc + size > task_bytes:
+            spans.append((start, i))
+            start, acc = i, 0
+        acc += size
+    spans.append((start, len(sizes)))
+    return spans if len(spans) > 1 else None
 
 
 def _plain(path: str) -> bool:

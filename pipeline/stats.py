@@ -30,20 +30,31 @@ class Stats:
 
     add = count  # sums are counters of a quantity
 
-    def histogram(self, name: str, values: Iterable[float] | np.ndarray, edges: Iterable[float]) -> None:
-        """Fixed-bin histogram; `edges` must be the same on every shard (they are part of the key)."""
+    def histogram(self, name: str, values: Iterable[float] | np.ndarray, edges: Iterable[float],
+                  weights: Iterable[int] | np.ndarray | None = None) -> None:
+        """Fixed-bin histogram; `edges` must be the same on every shard (they are part of the key).
+        `weights` (integers, e.g. tokens per document) count each value that many times."""
         edges = [float(e) for e in edges]
-        counts, _ = np.histogram(np.asarray(values, dtype=np.float64), bins=edges)
+        w = _int_weights(weights)
+        counts, _ = np.histogram(np.asarray(values, dtype=np.float64), bins=edges, weights=w)
         slot = self.histograms.setdefault(name, {"edges": edges, "counts": [0] * (len(edges) - 1)})
         if slot["edges"] != edges:
             raise ValueError(f"histogram {name!r}: edges differ from earlier batches")
         slot["counts"] = [a + int(b) for a, b in zip(slot["counts"], counts)]
 
-    def sketch(self, name: str, values: Iterable[float] | np.ndarray) -> None:
+    def sketch(self, name: str, values: Iterable[float] | np.ndarray,
+               weights: Iterable[int] | np.ndarray | None = None) -> None:
+        """Quantile sketch of `values`; with integer `weights` (tokens per document, say) the
+        quantiles are weighted ones: Nemotron-CC-style token-weighted percentiles."""
         values = np.asarray(values, dtype=np.float64)
-        values = values[np.isfinite(values)]
+        w = _int_weights(weights)
+        keep = np.isfinite(values)
+        if w is not None:
+            if w.shape != values.shape:
+                raise ValueError(f"sketch {name!r}: {w.size} weights for {values.size} values")
+            w = w[keep]
         slot = self.sketches.setdefault(name, _empty_sketch())
-        _sketch_add(slot, values)
+        _sketch_add(slot, values[keep], w)
 
     def to_json(self) -> dict[str, Any] | None:
         out: dict[str, Any] = {}
@@ -64,18 +75,32 @@ def _gamma(alpha: float) -> float:
     return (1 + alpha) / (1 - alpha)
 
 
-def _sketch_add(slot: dict[str, Any], values: np.ndarray) -> None:
+def _int_weights(weights) -> np.ndarray | None:
+    """Weights as int64: integer weights keep every merge exact (float sums depend on their order)."""
+    if weights is None:
+        return None
+    w = np.asarray(weights)
+    if w.size and (not np.issubdtype(w.dtype, np.integer) and not np.all(np.mod(w, 1) == 0) or np.any(w < 0)):
+        raise ValueError("weights must be non-negative integers (e.g. token counts)")
+    return w.astype(np.int64)
+
+
+def _sketch_add(slot: dict[str, Any], values: np.ndarray, weights: np.ndarray | None = None) -> None:
     if not values.size:
         return
+    if weights is None:
+        weights = np.ones(values.size, dtype=np.int64)
     log_g = math.log(_gamma(slot["alpha"]))
-    for sign, part in (("pos", values[values > 0]), ("neg", -values[values < 0])):
-        if part.size:
-            keys, counts = np.unique(np.ceil(np.log(part) / log_g).astype(np.int64), return_counts=True)
+    for sign, mask in (("pos", values > 0), ("neg", values < 0)):
+        if mask.any():
+            keys, inverse = np.unique(np.ceil(np.log(np.abs(values[mask])) / log_g).astype(np.int64), return_inverse=True)
+            counts = np.bincount(inverse, weights=weights[mask], minlength=keys.size).astype(np.int64)
             store = slot[sign]
             for k, c in zip(keys.tolist(), counts.tolist()):
-                store[str(k)] = store.get(str(k), 0) + c
-    slot["zeros"] += int(np.count_nonzero(values == 0))
-    slot["n"] += int(values.size)
+                if c:
+                    store[str(k)] = store.get(str(k), 0) + c
+    slot["zeros"] += int(weights[values == 0].sum())
+    slot["n"] += int(weights.sum())
     lo, hi = float(values.min()), float(values.max())
     slot["min"] = lo if slot["min"] is None else min(slot["min"], lo)
     slot["max"] = hi if slot["max"] is None else max(slot["max"], hi)

@@ -237,3 +237,9 @@ class EchoService(ServiceStage):
 
     def parse(self, row, response):
         return {"answer": response["answer"]}
+
+
+class SmallTaskSentences(Sentences):
+    """Sentences with a tiny task size: its input shards are re-sharded by row groups."""
+
+    task_bytes = 40_000

@@ -118,6 +118,31 @@ def test_fit_apply_artifact_and_statistics_equal_one_pass(docs, tmp_path):
         assert quantile(sketch, q) == pytest.approx(np.quantile(lengths, q, method="lower"), rel=0.03)
 
 
+def test_weighted_sketch_gives_token_weighted_quantiles_and_merges_exactly():
+    rng = np.random.default_rng(3)
+    scores = rng.random(5000)
+    tokens = rng.integers(1, 400, size=5000)
+    tokens[scores > 0.8] *= 10  # long documents score high: token weighting must move the quantiles up
+    whole, parts = Stats(), []
+    whole.sketch("score", scores, weights=tokens)
+    whole.histogram("score", scores, np.linspace(0, 1, 11), weights=tokens)
+    for chunk in np.array_split(np.arange(5000), 7):
+        part = Stats()
+        part.sketch("score", scores[chunk], weights=tokens[chunk])
+        part.histogram("score", scores[chunk], np.linspace(0, 1, 11), weights=tokens[chunk])
+        parts.append(part.to_json())
+    merged = merge_stats(parts)
+    assert merged == merge_stats([whole.to_json()])
+    assert sum(merged["histograms"]["score"]["counts"]) == merged["sketches"]["score"]["n"] == int(tokens.sum())
+    repeated = np.repeat(scores, tokens)
+    for q in (0.2, 0.5, 0.8):
+        expected = np.quantile(repeated, q, method="lower")
+        assert quantile(merged["sketches"]["score"], q) == pytest.approx(expected, rel=0.03)
+    assert quantile(merged["sketches"]["score"], 0.5) > np.quantile(scores, 0.5) + 0.1
+    with pytest.raises(ValueError, match="non-negative integers"):
+        Stats().sketch("x", [1.0, 2.0], weights=[0.5, 1.5])
+
+
 def test_token_shards_round_trip_and_resume(docs, tmp_path):
     out = tmp_path / "tokens"
     result = run_stage(ByteTokens(), [docs], out, engine=get_engine("local", LOCAL_OPTIONS))

@@ -172,6 +172,17 @@ class Commits(RecordSource):
                     found.append(os.path.abspath(match))  # rejected (not_a_repository) when run
         return sorted(set(found))
 
+    def input_identity(self) -> list:
+        """The commit `rev` names in each repository: a new commit changes the fingerprint even when
+        no directory's mtime does."""
+        identity = []
+        for path in self.matched_files():
+            try:
+                identity.append((path, str(gitrepo.open_repo(path).revparse_single(self.params.rev).id)))
+            except Exception:  # noqa: BLE001 - not a repository or a bad rev: the task rejects it with the reason
+                identity.append((path, None))
+        return identity
+
     def tasks(self, inputs: Sequence = ()) -> list[Task]:
         from assay.pipeline.errors import UserError
 
