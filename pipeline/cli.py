@@ -355,22 +355,38 @@ def _build_stage(cls, params: dict):
         raise RecipeError(f"--{'-'.join(str(p) for p in err['loc']).replace('_', '-')}: {err['msg']}") from None
 
 
-def build_cli() -> click.Group:
+def build_cli(only_family: str | None = None) -> click.Group:
     """The typer app plus one group per stage family (`assay <family> <stage>`) and the commands
-    families register themselves (`assay mix plan ...`)."""
-    from .families import load_families
-    from .stage import registry
+    families register themselves (`assay mix plan ...`). With `only_family`, just that family is
+    imported (start-up of `assay extract html ...` pays for no other family's imports)."""
+    from .families import load_families, load_family
+    from .stage import _REGISTRY, registry
 
     group = typer.main.get_command(app)
-    for name, cls in registry().items():
+    families = None
+    if only_family is not None:
+        one = load_family(only_family)
+        families = [one] if one is not None else None
+    if families is None:
+        load_families()
+        families = list(load_families().values())
+        stages = registry()
+    else:
+        stages = {name: cls for name, cls in sorted(_REGISTRY.items()) if name.startswith(only_family + ".")}
+    for name, cls in stages.items():
         if "." not in name:
             group.add_command(_stage_command(cls), name)
             continue
         family, _ = name.split(".", 1)
         _family_group(group, family).add_command(_stage_command(cls))
-    for family in load_families().values():
+    for family in families:
         family.register_commands(group)
     return group
+
+
+def _first_command(argv: list[str]) -> str | None:
+    """The command word of a command line (`extract` in `assay extract html ...`), if it comes first."""
+    return argv[0] if argv and not argv[0].startswith("-") else None
 
 
 def _family_group(cli: click.Group, family: str) -> click.Group:
@@ -379,6 +395,12 @@ def _family_group(cli: click.Group, family: str) -> click.Group:
         sub = click.Group(family, help=f"{family} stages and commands (see `assay stages`)")
         cli.add_command(sub)
     return sub
+
+
+def _family_names() -> set[str]:
+    from .families import _declared
+
+    return {name for name, _ in _declared()}
 
 
 def _terminate_as_interrupt(signum, frame) -> None:
@@ -390,7 +412,10 @@ def main(argv: list[str] | None = None) -> None:
 
     if argv is None:  # the real program, not a caller embedding the CLI (tests, notebooks)
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
-    cli = build_cli()
+    word = _first_command(sys.argv[1:] if argv is None else argv)
+    # A family's own commands (`assay extract html`) load that family only; the rest (run, report,
+    # stages, a family's top-level commands such as `assay train`) load them all.
+    cli = build_cli(only_family=word if word in _family_names() else None)
     try:
         cli.main(args=argv, prog_name="assay", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):

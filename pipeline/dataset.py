@@ -32,6 +32,8 @@ RUN_FILE = "_run.json"
 REJECTS_DIR = "_rejects"
 SHARDS_DIR = "_shards"
 ROW_GROUP_ROWS = 20_000
+PENDING_ROWS = 2_000  # kept rows gathered before one Parquet write
+PENDING_BYTES = 32 * 1024 * 1024
 EXAMPLES_PER_REASON = 3  # rejected rows per reason kept in the manifest for the report
 EXAMPLE_CHARS = 300
 
@@ -266,6 +268,10 @@ class ShardWriter:
         self.sources: dict[str, dict[str, int]] = {}  # rows out / rejected per `source`
         self._parents: set[str] = set()
         self._rejected_ids: set[str] = set()
+        # Small batches (one file's document) are gathered into row groups of a useful size: one
+        # Parquet write per page would cost more than the page's own bookkeeping.
+        self._pending: list[pa.Table] = []
+        self._pending_rows = self._pending_bytes = 0
         if cardinality != "one_to_one":
             self.counts.rows_parent = 0
             self._input_ids = set()
@@ -302,7 +308,17 @@ class ShardWriter:
             if self._input_ids is not None:
                 self._note_parents(kept)
             if self.keep_rows:
-                self._writer_out().write_table(kept, row_group_size=ROW_GROUP_ROWS)
+                self._pending.append(kept)
+                self._pending_rows += kept.num_rows
+                self._pending_bytes += kept.nbytes
+                if self._pending_rows >= PENDING_ROWS or self._pending_bytes >= PENDING_BYTES:
+                    self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            table = self._pending[0] if len(self._pending) == 1 else pa.concat_tables(self._pending)
+            self._writer_out().write_table(table, row_group_size=ROW_GROUP_ROWS)
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
 
     def _note_parents(self, kept: pa.Table) -> None:
         if PARENT_ID in kept.column_names:
@@ -364,6 +380,7 @@ class ShardWriter:
     def commit(self) -> Counts:
         self.check_ledger()
         if self.keep_rows:
+            self._flush()
             self._writer_out()  # an empty shard is still a shard: readers see the schema
         self.close_writers()
         extra = {}

@@ -69,6 +69,19 @@ def load_families(reload: bool = False) -> dict[str, Family]:
     return found
 
 
+def load_family(name: str) -> Family | None:
+    """Import one family (and the core readers) without the others: `assay extract html ...` need
+    not pay for importing torch or Spark. None when no family has that name."""
+    if _LOADED is not None:
+        return _LOADED.get(name)
+    modules = sorted({module for family, module in _declared() if family == name})
+    if len(modules) != 1:
+        return None
+    for module in CORE_MODULES:
+        importlib.import_module(module)
+    return Family(name, importlib.import_module(modules[0]))
+
+
 def family_of(stage_cls) -> str | None:
     """The family whose package defines a stage class (None for the core's own stages)."""
     module = stage_cls.__module__

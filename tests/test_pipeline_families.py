@@ -82,3 +82,17 @@ def test_a_family_plugs_in_through_its_entry_point(tmp_path):
     # the core has no list of families: nothing under pipeline/ names this one
     pipeline = Path(__file__).resolve().parents[1] / "pipeline"
     assert not any("toy" in p.read_text() for p in pipeline.rglob("*.py"))
+
+
+def test_a_family_command_imports_only_that_family():
+    """`assay extract ...` loads the extract family alone: no torch, no Spark, no other family."""
+    code = ("import sys\nfrom assay.pipeline.cli import main\n"
+            "try:\n    main(['extract', 'html', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print('LOADED', sorted(m for m in sys.modules if m.split('.')[:2] in "
+            "(['assay', 'trainer'], ['assay', 'mixer'], ['assay', 'dedup'], ['assay', 'extractors']) or m in ('torch', 'pyspark')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "Usage: assay extract html" in out.stdout, out.stderr[-2000:]
+    loaded = out.stdout.split("LOADED", 1)[1]
+    assert "assay.extractors" in loaded
+    for absent in ("assay.trainer", "assay.mixer", "assay.dedup", "'torch'", "pyspark"):
+        assert absent not in loaded, loaded
