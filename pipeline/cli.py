@@ -355,38 +355,82 @@ def _build_stage(cls, params: dict):
         raise RecipeError(f"--{'-'.join(str(p) for p in err['loc']).replace('_', '-')}: {err['msg']}") from None
 
 
-def build_cli(only_family: str | None = None) -> click.Group:
-    """The typer app plus one group per stage family (`assay <family> <stage>`) and the commands
-    families register themselves (`assay mix plan ...`). With `only_family`, just that family is
-    imported (start-up of `assay extract html ...` pays for no other family's imports)."""
-    from .families import load_families, load_family
-    from .stage import _REGISTRY, registry
+class LazyRoot(typer.core.TyperGroup):
+    """The root command: family groups and declared commands are listed without importing any
+    family; a family's package is imported when its group is used, and everything is loaded only
+    for a word nobody declared (so `assay --help` and `assay extract html ...` start fast)."""
+
+    all_loaded = False
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is None and not self.all_loaded:
+            populate(self)
+            command = super().get_command(ctx, name)
+        return command
+
+
+class LazyFamilyGroup(click.Group):
+    """`assay <family>`: the family's stages and commands, imported on first use."""
+
+    def __init__(self, name: str, root: click.Group):
+        super().__init__(name, help=f"{name} stages and commands (see `assay stages`)")
+        self.root, self.loaded = root, False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self.load()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        self.load()
+        return super().get_command(ctx, name)
+
+    def load(self) -> None:
+        if not self.loaded:
+            self.loaded = True
+            populate(self.root, only_family=self.name)
+
+
+def build_cli() -> click.Group:
+    """The typer app, one lazy group per stage family (`assay <family> <stage>`) and the commands
+    families declare under the `assay.commands` entry points (`assay train`, `assay tokenizer`)."""
+    from .families import CORE_FAMILY, declared_commands, family_names
 
     group = typer.main.get_command(app)
-    families = None
-    if only_family is not None:
-        one = load_family(only_family)
-        families = [one] if one is not None else None
-    if families is None:
-        load_families()
-        families = list(load_families().values())
-        stages = registry()
-    else:
-        stages = {name: cls for name, cls in sorted(_REGISTRY.items()) if name.startswith(only_family + ".")}
-    for name, cls in stages.items():
-        if "." not in name:
-            group.add_command(_stage_command(cls), name)
-            continue
-        family, _ = name.split(".", 1)
-        _family_group(group, family).add_command(_stage_command(cls))
-    for family in families:
-        family.register_commands(group)
+    group.__class__ = LazyRoot  # typer builds the group; only its lookup changes
+    for name in sorted(family_names() | {CORE_FAMILY}):
+        if name not in group.commands:
+            group.add_command(LazyFamilyGroup(name, group))
+    for name, command in declared_commands().items():
+        group.add_command(command, name)
     return group
 
 
-def _first_command(argv: list[str]) -> str | None:
-    """The command word of a command line (`extract` in `assay extract html ...`), if it comes first."""
-    return argv[0] if argv and not argv[0].startswith("-") else None
+def populate(root: click.Group, only_family: str | None = None) -> None:
+    """Import one family (or all of them) and add its stage commands and its own commands."""
+    from .families import CORE_FAMILY, load_families, load_family
+    from .stage import _REGISTRY, registry
+
+    if only_family is None:
+        families = list(load_families().values())
+        stages = registry()
+        root.all_loaded = True
+    else:
+        one = load_family(only_family)
+        families = [one] if one is not None else []
+        if one is None and only_family != CORE_FAMILY:
+            return
+        stages = {name: cls for name, cls in sorted(_REGISTRY.items()) if name.startswith(only_family + ".")}
+    for name, cls in stages.items():
+        if "." not in name:
+            root.add_command(_stage_command(cls), name)
+            continue
+        sub = _family_group(root, name.split(".", 1)[0])
+        if isinstance(sub, LazyFamilyGroup):
+            sub.loaded = True
+        sub.add_command(_stage_command(cls))
+    for family in families:
+        family.register_commands(root)
 
 
 def _family_group(cli: click.Group, family: str) -> click.Group:
@@ -395,12 +439,6 @@ def _family_group(cli: click.Group, family: str) -> click.Group:
         sub = click.Group(family, help=f"{family} stages and commands (see `assay stages`)")
         cli.add_command(sub)
     return sub
-
-
-def _family_names() -> set[str]:
-    from .families import _declared
-
-    return {name for name, _ in _declared()}
 
 
 def _terminate_as_interrupt(signum, frame) -> None:
@@ -412,10 +450,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if argv is None:  # the real program, not a caller embedding the CLI (tests, notebooks)
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
-    word = _first_command(sys.argv[1:] if argv is None else argv)
-    # A family's own commands (`assay extract html`) load that family only; the rest (run, report,
-    # stages, a family's top-level commands such as `assay train`) load them all.
-    cli = build_cli(only_family=word if word in _family_names() else None)
+    cli = build_cli()
     try:
         cli.main(args=argv, prog_name="assay", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):

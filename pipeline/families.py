@@ -21,7 +21,11 @@ from importlib import metadata
 from types import ModuleType
 
 ENTRY_POINT_GROUP = "assay.families"
+# Top-level commands a family adds (`assay train`): listed here they appear in `assay --help` and run
+# without importing every family. name = "module:attribute" of a click command.
+COMMANDS_GROUP = "assay.commands"
 CORE_MODULES = ("assay.pipeline.readers",)  # the core's own readers (read.jsonl, read.text, ...)
+CORE_FAMILY = "read"  # the CLI group of the core's readers
 
 
 @dataclass(frozen=True)
@@ -69,16 +73,30 @@ def load_families(reload: bool = False) -> dict[str, Family]:
     return found
 
 
+def family_names() -> set[str]:
+    """Names of the declared families, read from metadata: nothing is imported."""
+    return {name for name, _ in _declared()}
+
+
+def declared_commands() -> dict:
+    """The click commands families declare under `assay.commands` (their modules must be light)."""
+    out = {}
+    for ep in sorted(metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        out[ep.name] = ep.load()
+    return out
+
+
 def load_family(name: str) -> Family | None:
     """Import one family (and the core readers) without the others: `assay extract html ...` need
-    not pay for importing torch or Spark. None when no family has that name."""
+    not pay for importing torch or Spark. None when no family has that name (the core's readers
+    are imported all the same)."""
     if _LOADED is not None:
         return _LOADED.get(name)
+    for module in CORE_MODULES:
+        importlib.import_module(module)
     modules = sorted({module for family, module in _declared() if family == name})
     if len(modules) != 1:
         return None
-    for module in CORE_MODULES:
-        importlib.import_module(module)
     return Family(name, importlib.import_module(modules[0]))
 
 
