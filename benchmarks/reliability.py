@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from test_pipeline_kill import run_trials  # noqa: E402
+from test_pipeline_kill import reference, run_trials  # noqa: E402
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
     for name, sig, trials in (("sigkill", signal.SIGKILL, args.kills), ("sigint", signal.SIGINT, args.interrupts)):
         with tempfile.TemporaryDirectory() as tmp:
             started = time.time()
-            points = run_trials(Path(tmp), trials, args.seed, sig)
+            points = run_trials(Path(tmp), reference(Path(tmp) / "ref-run"), trials, args.seed, sig)
             result[name] = {"trials": trials, "all_identical": True, "no_process_left": True,
                             "kill_points_s": [round(p, 2) for p in points], "seconds": round(time.time() - started, 1)}
             print(name, result[name], flush=True)

@@ -1,4 +1,4 @@
-"""Crash anywhere, resume exactly: the demo recipe killed with SIGKILL at random moments (sources, map
+"""Crash anywhere, resume exactly: the demo recipe (its extraction-to-dedup part) killed with SIGKILL at random moments (sources, map
 stages, global stages, report) and rerun gives byte-identical output to an uninterrupted run, with no
 process of the killed run left alive; Ctrl-C stops with exit 130 and one line, and resumes the same way.
 
@@ -16,6 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conftest import DEMO_CORE_UNTIL
+
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "examples" / "recipes" / "demo.yaml"
 ASSAY = [sys.executable, "-m", "assay.pipeline.cli"]
@@ -23,7 +25,7 @@ ASSAY = [sys.executable, "-m", "assay.pipeline.cli"]
 
 def start(workdir: Path) -> subprocess.Popen:
     # A new session, like a terminal's job: Ctrl-C goes to the whole process group.
-    return subprocess.Popen(ASSAY + ["run", str(DEMO), "--workdir", str(workdir)], stdout=subprocess.PIPE,
+    return subprocess.Popen(ASSAY + ["run", str(DEMO), "--workdir", str(workdir), "--until", DEMO_CORE_UNTIL], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -85,8 +87,14 @@ def kill_and_resume(tmp: Path, ref: dict[str, bytes], at: float, sig: int, trial
     assert outputs(work) == ref, f"trial {trial}: output after resume differs (killed at {at:.2f}s)"
 
 
-def run_trials(tmp: Path, trials: int, seed: int, sig: int = signal.SIGKILL) -> list[float]:
-    ref, duration = reference(tmp)
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> tuple[dict[str, bytes], float]:
+    return reference(tmp_path_factory.mktemp("kill-ref"))
+
+
+def run_trials(tmp: Path, ref_and_duration: tuple[dict[str, bytes], float], trials: int, seed: int,
+               sig: int = signal.SIGKILL) -> list[float]:
+    ref, duration = ref_and_duration
     rng = random.Random(seed)
     points = [rng.uniform(0.2, duration) for _ in range(trials)]
     for trial, at in enumerate(points):
@@ -95,10 +103,10 @@ def run_trials(tmp: Path, trials: int, seed: int, sig: int = signal.SIGKILL) -> 
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_points_resumes_byte_identical(tmp_path):
-    run_trials(tmp_path, trials=2, seed=7)
+def test_sigkill_at_random_points_resumes_byte_identical(tmp_path, uninterrupted):
+    run_trials(tmp_path, uninterrupted, trials=2, seed=7)
 
 
 @pytest.mark.slow
-def test_ctrl_c_exits_130_and_resumes_identical(tmp_path):
-    run_trials(tmp_path, trials=1, seed=11, sig=signal.SIGINT)
+def test_ctrl_c_exits_130_and_resumes_identical(tmp_path, uninterrupted):
+    run_trials(tmp_path, uninterrupted, trials=1, seed=11, sig=signal.SIGINT)
