@@ -1,0 +1,294 @@
+"""The n-gram index of benchmark items and the compiled scan of documents against it.
+
+Keys. Every window of `n` normalised tokens of an item is a key; an item shorter than `n` (but at
+least `min_tokens` long) is one key: its whole token sequence. A window's key is a polynomial over
+its token hashes (read off a prefix array, so every window length costs O(1) per position) mixed
+with its length, so a short item never aliases an n-gram.
+
+Memory. The index is a sorted uint64 array of distinct keys, a CSR list of the items holding each
+key (int32), a bitmap (about 4 bytes per key) that rejects almost every document window with one
+memory read, and a bucket directory over the top bits of the sorted keys (about 4 bytes per key), so
+a lookup that passes the bitmap scans a bucket of ~2 keys. About 20 bytes per key all told: the
+whole shipped registry is ~1.2M keys, ~25 MB. Keys shared by more than `max_items_per_gram` items
+are boilerplate ("which of the following is ...") and dropped, as GPT-3's decontamination did.
+
+Scan. One compiled pass per batch: for each document, tokenise, build the prefix array, look up
+every window of every indexed length, and collect (item, key) matches; then per item the number of
+distinct keys matched and the byte span from the first to the last match (what `mask` removes).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .normalize import masked, mix64, tokenize
+
+_U = np.uint64
+_BASE = _U(0x9E3779B97F4A7C15)  # odd: the polynomial base of a window's key
+_LEN_MULT = _U(0xD6E8FEB86659FD93)
+_WHOLE = 1 << 32  # added to the length of a whole-document key, so it never equals a window key
+_RAW = 1 << 33  # added to the length of a raw (digits kept) key
+
+
+def powers(n: int) -> np.ndarray:
+    """_BASE^k for k <= n, wrapping mod 2^64."""
+    return np.array([pow(int(_BASE), k, 1 << 64) for k in range(n + 1)], np.uint64)
+
+
+@njit(cache=True)
+def _prefix(hashes, m, out, raw, info):
+    """Polynomial prefixes of the masked and the raw token hashes, and the running count of
+    informative tokens: any window's key and informativeness in O(1)."""
+    out[0] = _U(0)
+    raw[0] = _U(0)
+    info[0] = 0
+    for i in range(m):
+        out[i + 1] = out[i] * _BASE + masked(hashes[i])
+        raw[i + 1] = raw[i] * _BASE + hashes[i]
+        info[i + 1] = info[i] + np.int64(hashes[i] & _U(1))
+
+
+@njit(cache=True, inline="always")
+def _key(prefix, raw, info, i, length, pw, min_info, salt):
+    """The key of the window [i, i+length): masked when informative enough, raw (digits kept) when
+    it has a few informative tokens, 0 (no key) when none. `salt` sets whole-document keys apart."""
+    have = info[i + length] - info[i]
+    if have >= min_info[length]:
+        return mix64((prefix[i + length] - prefix[i] * pw[length]) ^ (_U(length + salt) * _LEN_MULT))
+    if have == 0:
+        return _U(0)
+    return mix64((raw[i + length] - raw[i] * pw[length]) ^ (_U(length + salt + _RAW) * _LEN_MULT))
+
+
+@njit(cache=True)
+def item_keys(hashes, offsets, n, min_tokens, pw, min_info):
+    """(item index, key) for every window of every item (items given as a CSR of token hashes).
+    An item shorter than min_tokens gets one whole-document key: it matches only a document that is
+    nothing but that item (a query, a forum title), since a window that short is everywhere."""
+    total = 0
+    for it in range(len(offsets) - 1):
+        m = offsets[it + 1] - offsets[it]
+        total += (m - n + 1) if m >= n else (1 if m > 0 else 0)
+    owner = np.empty(total, np.int64)
+    keys = np.empty(total, np.uint64)
+    longest = int(np.max(np.diff(offsets))) + 1 if len(offsets) > 1 else 1
+    prefix = np.empty(longest, np.uint64)
+    raw = np.empty(longest, np.uint64)
+    info = np.empty(longest, np.int64)
+    k = 0
+    for it in range(len(offsets) - 1):
+        s = offsets[it]
+        m = offsets[it + 1] - s
+        if m == 0:
+            continue
+        _prefix(hashes[s:s + m], m, prefix, raw, info)
+        whole = m < min_tokens
+        length = m if m < n else n
+        for i in range(m - length + 1):
+            key = _key(prefix, raw, info, i, length, pw, min_info, _WHOLE if whole else 0)
+            if key != _U(0):
+                owner[k] = it
+                keys[k] = key
+                k += 1
+    return owner[:k], keys[:k]
+
+
+@njit(cache=True)
+def _grow(arr, need):
+    if need <= len(arr):
+        return arr
+    out = np.empty(max(need, 2 * len(arr)), arr.dtype)
+    out[:len(arr)] = arr
+    return out
+
+
+@njit(cache=True)
+def _find(key, bitmap, bitmask, dirs, dir_shift, keys):
+    """Index of `key` in the sorted `keys`, or -1."""
+    bit = key & bitmask
+    if not (bitmap[bit >> _U(6)] >> (bit & _U(63))) & _U(1):
+        return -1
+    bucket = key >> dir_shift
+    for j in range(dirs[bucket], dirs[bucket + 1]):
+        if keys[j] == key:
+            return j
+    return -1
+
+
+@njit(cache=True)
+def scan(data, offsets, lengths, whole_max, pw, min_info, bitmap, bitmask, dirs, dir_shift, keys, key_off, key_items):
+    """Per (document, item) with at least one matched key: distinct keys matched and the byte span
+    [start, end) from the first matched window to the last. Documents are data[offsets[d]:offsets[d+1]]."""
+    n_docs = len(offsets) - 1
+    longest = 1
+    for d in range(n_docs):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    hashes = np.empty(longest, np.uint64)
+    starts = np.empty(longest, np.int64)
+    ends = np.empty(longest, np.int64)
+    prefix = np.empty(longest + 1, np.uint64)
+    raw = np.empty(longest + 1, np.uint64)
+    info = np.empty(longest + 1, np.int64)
+    m_item = np.empty(64, np.int64)
+    m_key = np.empty(64, np.int64)
+    m_start = np.empty(64, np.int64)
+    m_end = np.empty(64, np.int64)
+    o_doc = np.empty(64, np.int64)
+    o_item = np.empty(64, np.int64)
+    o_count = np.empty(64, np.int64)
+    o_start = np.empty(64, np.int64)
+    o_end = np.empty(64, np.int64)
+    n_out = 0
+    n_keys = len(keys)
+    for d in range(n_docs):
+        m = tokenize(data, offsets[d], offsets[d + 1], hashes, starts, ends)
+        _prefix(hashes, m, prefix, raw, info)
+        nm = 0
+        if 0 < m <= whole_max:  # the document as a whole may be a short item
+            key = _key(prefix, raw, info, 0, m, pw, min_info, _WHOLE)
+            j = _find(key, bitmap, bitmask, dirs, dir_shift, keys) if key != _U(0) else -1
+            if j >= 0:
+                for p in range(key_off[j], key_off[j + 1]):
+                    if nm == len(m_item):
+                        m_item = _grow(m_item, nm + 1)
+                        m_key = _grow(m_key, nm + 1)
+                        m_start = _grow(m_start, nm + 1)
+                        m_end = _grow(m_end, nm + 1)
+                    m_item[nm] = key_items[p]
+                    m_key[nm] = j
+                    m_start[nm] = starts[0] - offsets[d]
+                    m_end[nm] = ends[m - 1] - offsets[d]
+                    nm += 1
+        for li in range(len(lengths)):
+            length = lengths[li]
+            for i in range(m - length + 1):
+                key = _key(prefix, raw, info, i, length, pw, min_info, 0)
+                if key == _U(0):
+                    continue
+                j = _find(key, bitmap, bitmask, dirs, dir_shift, keys)
+                if j < 0:
+                    continue
+                for p in range(key_off[j], key_off[j + 1]):
+                    if nm == len(m_item):
+                        m_item = _grow(m_item, nm + 1)
+                        m_key = _grow(m_key, nm + 1)
+                        m_start = _grow(m_start, nm + 1)
+                        m_end = _grow(m_end, nm + 1)
+                    m_item[nm] = key_items[p]
+                    m_key[nm] = j
+                    m_start[nm] = starts[i] - offsets[d]
+                    m_end[nm] = ends[i + length - 1] - offsets[d]
+                    nm += 1
+        if nm == 0:
+            continue
+        order = np.argsort(m_item[:nm] * n_keys + m_key[:nm], kind="mergesort")
+        g = 0
+        while g < nm:  # one group per item
+            first = order[g]
+            item = m_item[first]
+            count, lo, hi, last_key = 0, m_start[first], m_end[first], -1
+            while g < nm and m_item[order[g]] == item:
+                e = order[g]
+                if m_key[e] != last_key:
+                    count += 1
+                    last_key = m_key[e]
+                lo = min(lo, m_start[e])
+                hi = max(hi, m_end[e])
+                g += 1
+            if n_out == len(o_doc):
+                o_doc = _grow(o_doc, n_out + 1)
+                o_item = _grow(o_item, n_out + 1)
+                o_count = _grow(o_count, n_out + 1)
+                o_start = _grow(o_start, n_out + 1)
+                o_end = _grow(o_end, n_out + 1)
+            o_doc[n_out], o_item[n_out], o_count[n_out] = d, item, count
+            o_start[n_out], o_end[n_out] = lo, hi
+            n_out += 1
+    return o_doc[:n_out], o_item[:n_out], o_count[:n_out], o_start[:n_out], o_end[:n_out]
+
+
+@njit(cache=True)
+def tokenize_all(data, offsets):
+    """Token hashes of many strings as a CSR (hashes, offsets)."""
+    out = np.empty(max(len(data), 1), np.uint64)
+    out_off = np.zeros(len(offsets), np.int64)
+    starts = np.empty(max(len(data), 1), np.int64)
+    ends = np.empty(max(len(data), 1), np.int64)
+    n = 0
+    for d in range(len(offsets) - 1):
+        k = tokenize(data, offsets[d], offsets[d + 1], out[n:], starts[n:], ends[n:])
+        n += k
+        out_off[d + 1] = n
+    return out[:n].copy(), out_off
+
+
+class NgramIndex:
+    """Benchmark items' n-gram keys, ready to scan documents. Build once per worker (setup)."""
+
+    def __init__(self, hashes: np.ndarray, offsets: np.ndarray, n: int = 13, min_tokens: int = 6,
+                 max_items_per_gram: int = 20, min_word_share: float = 0.34):
+        if n < 1 or min_tokens < 1:
+            raise ValueError("n and min_tokens must be positive")
+        self.n, self.min_tokens = n, min(min_tokens, n)
+        self.pw = powers(n)
+        # informative tokens a window of each length needs (at least one)
+        self.min_info = np.maximum(1, np.ceil(np.arange(n + 1) * min_word_share - 1e-9)).astype(np.int64)
+        n_items = len(offsets) - 1
+        owner, keys = item_keys(hashes, offsets.astype(np.int64), n, self.min_tokens, self.pw, self.min_info)
+        # distinct (key, item) pairs, sorted by key
+        order = np.lexsort((owner, keys))
+        keys, owner = keys[order], owner[order]
+        distinct = np.ones(len(keys), bool)
+        distinct[1:] = (keys[1:] != keys[:-1]) | (owner[1:] != owner[:-1])
+        keys, owner = keys[distinct], owner[distinct]
+        uniq, first, per_key = np.unique(keys, return_index=True, return_counts=True)
+        common = per_key > max_items_per_gram
+        self.dropped_keys = int(common.sum())
+        keep_pair = np.repeat(~common, per_key)
+        keys, owner = keys[keep_pair], owner[keep_pair]
+        uniq, per_key = uniq[~common], per_key[~common]
+        self.keys = uniq
+        self.key_off = np.concatenate([[0], np.cumsum(per_key)]).astype(np.int64)
+        self.key_items = owner.astype(np.int32)
+        self.item_nkeys = np.bincount(owner, minlength=n_items).astype(np.int64)
+        lengths = np.diff(offsets)
+        self.unindexed = int(np.count_nonzero(self.item_nkeys == 0))  # empty, or only boilerplate grams
+        short = np.unique(lengths[(lengths >= self.min_tokens) & (lengths < n)])
+        self.lengths = np.concatenate([[n], short]).astype(np.int64)
+        self.whole_max = int(self.min_tokens - 1)
+        self._build_lookup()
+
+    def _build_lookup(self) -> None:
+        n_keys = max(len(self.keys), 1)
+        bits = 1 << max(6, int(np.ceil(np.log2(32 * n_keys))))
+        self.bitmask = _U(bits - 1)
+        self.bitmap = np.zeros(bits // 64, np.uint64)
+        low = self.keys & self.bitmask
+        np.bitwise_or.at(self.bitmap, (low >> _U(6)).astype(np.int64), _U(1) << (low & _U(63)))
+        dir_bits = max(1, int(np.ceil(np.log2(n_keys))))
+        self.dir_shift = _U(64 - dir_bits)
+        bucket_starts = (np.arange((1 << dir_bits) + 1, dtype=np.uint64) << self.dir_shift) if dir_bits < 64 else None
+        dirs = np.searchsorted(self.keys, bucket_starts[:-1]).astype(np.int64)
+        self.dirs = np.concatenate([dirs, [len(self.keys)]])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.keys, self.key_off, self.key_items, self.item_nkeys, self.bitmap, self.dirs))
+
+    def scan(self, data: np.ndarray, offsets: np.ndarray):
+        """(doc, item, distinct keys matched, byte start, byte end) arrays for a batch of UTF-8 texts."""
+        return scan(data, offsets.astype(np.int64), self.lengths, self.whole_max, self.pw, self.min_info, self.bitmap, self.bitmask, self.dirs,
+                    self.dir_shift, self.keys, self.key_off, self.key_items)
+
+
+def items_csr(texts: list[str | None], hashed: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Token hashes of every item as one CSR: texts tokenised here, hash-only items as shipped."""
+    encoded = [(t or "").encode("utf-8", "surrogatepass") for t in texts]
+    data = np.frombuffer(b"".join(encoded), np.uint8)
+    offsets = np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype(np.int64)
+    hashes, token_off = tokenize_all(data, offsets)
+    if not hashed:
+        return hashes, token_off
+    parts = [hashed[i] if i in hashed else hashes[token_off[i]:token_off[i + 1]] for i in range(len(texts))]
+    return (np.concatenate(parts).astype(np.uint64) if parts else np.zeros(0, np.uint64),
+            np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64))
