@@ -56,9 +56,11 @@ class Encoder:
     def __init__(self, model: str | None = None, device: str = "auto", max_tokens: int = 256,
                  batch_size: int = 64, threads: int | None = None):
         import torch
+        import transformers
         from sentence_transformers import SentenceTransformer
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local directory needs no hub; never wait on one
+        transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar per worker
         if threads:
             torch.set_num_threads(threads)
         self.device = pick_device(device)
