@@ -50,10 +50,12 @@ def _prefix(hashes, m, out, raw, info):
 
 @njit(cache=True, inline="always")
 def _key(prefix, raw, info, i, length, pw, min_info, salt):
-    """The key of the window [i, i+length): masked when informative enough, raw (digits kept) when
-    it has a few informative tokens, 0 (no key) when none. `salt` sets whole-document keys apart."""
+    """The key of the window [i, i+length): masked when it is a full n-gram with enough informative
+    tokens; raw (digits kept) when it has fewer, or is a whole short item ("Compute $\\dbinom{8}{6}$"
+    and "Compute $\\dbinom{31}{28}$" are different problems, not one with its numbers changed); 0 (no
+    key) when it has no informative token at all. `salt` sets whole-document keys apart."""
     have = info[i + length] - info[i]
-    if have >= min_info[length]:
+    if have >= min_info[length] and length == pw.shape[0] - 1:
         return mix64((prefix[i + length] - prefix[i] * pw[length]) ^ (_U(length + salt) * _LEN_MULT))
     if have == 0:
         return _U(0)
