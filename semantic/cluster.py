@@ -35,6 +35,7 @@ class ClusterParams(Params):
                                                        "else sqrt(k))")
     sample: int = Field(100_000, ge=1, description="Documents the centroids are trained on")
     niter: int = Field(20, ge=1, description="k-means iterations per level")
+    nredo: int = Field(3, ge=1, description="k-means restarts (the best objective wins)")
     nprobe: int = Field(8, ge=1, description="Coarse cells searched when assigning a document")
     seed: int = Field(0, description="k-means seed")
     top_terms: int = Field(8, ge=0, description="Top terms kept per cluster in the table")
@@ -75,7 +76,7 @@ class Cluster(WithEmbeddings, FitApplyStage):
         if not sample or not len(sample["vec"]):
             return {"centroids": None, "table": None, "summary": {"clusters": 0, "sample": 0, "documents": 0}}
         x = sample["vec"].astype(np.float32)
-        cents = kmeans.train(x, p.clusters, p.coarse, p.niter, p.seed)
+        cents = kmeans.train(x, p.clusters, p.coarse, p.niter, p.seed, p.nredo)
         cluster, sim = kmeans.Assigner(cents, p.nprobe).assign(x)
         k = cents.k
         counts = np.bincount(cluster, minlength=k)

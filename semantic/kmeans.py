@@ -29,12 +29,12 @@ class Centroids:
         return len(self.fine)
 
 
-def _kmeans(x: np.ndarray, k: int, niter: int, seed: int) -> np.ndarray:
+def _kmeans(x: np.ndarray, k: int, niter: int, seed: int, nredo: int = 1) -> np.ndarray:
     import faiss
 
     if k == 1 or len(x) <= k:
         return _normalize(x.mean(axis=0, keepdims=True)) if k == 1 else _normalize(x[:k].copy())
-    km = faiss.Kmeans(x.shape[1], k, niter=niter, seed=seed, spherical=True, min_points_per_centroid=1,
+    km = faiss.Kmeans(x.shape[1], k, niter=niter, seed=seed, spherical=True, nredo=nredo, min_points_per_centroid=1,
                       max_points_per_centroid=256, verbose=False)
     km.train(np.ascontiguousarray(x, np.float32))
     return km.centroids.copy()
@@ -62,14 +62,17 @@ def _allocate(sizes: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def train(x: np.ndarray, k: int, coarse: int | None = None, niter: int = 20, seed: int = 0) -> Centroids:
-    """Centroids of `k` clusters (fewer if the sample has fewer points) from unit vectors `x`."""
+def train(x: np.ndarray, k: int, coarse: int | None = None, niter: int = 20, seed: int = 0,
+          nredo: int = 1) -> Centroids:
+    """Centroids of `k` clusters (fewer if the sample has fewer points) from unit vectors `x`; each
+    k-means runs `nredo` times from different seeds and keeps the best objective (local minima are
+    common with few points per cluster)."""
     x = np.ascontiguousarray(x, np.float32)
     k = max(1, min(k, len(x)))
     if coarse is None:
         coarse = k if k <= FLAT_MAX else int(round(math.sqrt(k)))
     coarse = max(1, min(coarse, k))
-    top = _kmeans(x, coarse, niter, seed)
+    top = _kmeans(x, coarse, niter, seed, nredo)
     if coarse == k:
         return Centroids(top, top, np.arange(k, dtype=np.int32))
     cell = _nearest(top, x)
@@ -79,7 +82,7 @@ def train(x: np.ndarray, k: int, coarse: int | None = None, niter: int = 20, see
     for c in range(coarse):
         if per_cell[c] == 0:
             continue
-        fine.append(_kmeans(x[cell == c], int(per_cell[c]), niter, seed + 1 + c))
+        fine.append(_kmeans(x[cell == c], int(per_cell[c]), niter, seed + 1 + c, nredo))
         parent.append(np.full(int(per_cell[c]), c, np.int32))
     return Centroids(top, np.concatenate(fine), np.concatenate(parent))
 

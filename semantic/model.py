@@ -96,7 +96,7 @@ class Encoder:
         budget = size * max_chunks * CHARS_PER_TOKEN
         cut = [t[:budget] for t in texts]
         enc = self.model.tokenizer(cut, add_special_tokens=False, return_offsets_mapping=True,
-                                   return_attention_mask=False)
+                                   return_attention_mask=False, verbose=False)  # long on purpose: no warning
         chunks, owner, weight = [], [], []
         for i, (text, offsets) in enumerate(zip(cut, enc["offset_mapping"])):
             offsets = offsets[: size * max_chunks]

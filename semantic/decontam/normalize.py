@@ -216,3 +216,8 @@ def token_hashes(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     hashes, starts, ends = np.empty(size, np.uint64), np.empty(size, np.int64), np.empty(size, np.int64)
     n = tokenize(data, 0, len(data), hashes, starts, ends)
     return hashes[:n], starts[:n], ends[:n]
+
+
+def mask_digits(hashes: np.ndarray) -> np.ndarray:
+    """`masked()` over an array: what the index compares for full n-grams."""
+    return np.where(hashes & NUMBER_BIT, NUM_HASH, hashes)

@@ -46,7 +46,7 @@ class DecontamParams(Params):
                                                                         "flagged documents; mask: cut the matched spans")
     mask_with: str = Field("", description="Text that replaces a masked span")
     semantic: bool = Field(False, description="Also match passages by embedding similarity (slow: embeds every window)")
-    semantic_threshold: float = Field(0.9, gt=0, le=1, description="Cosine similarity that counts as a match")
+    semantic_threshold: float = Field(0.85, gt=0, le=1, description="Cosine similarity that counts as a match")
     semantic_window: int = Field(64, ge=8, description="Passage length in words for semantic matching")
     model: str | None = Field(None, description="sentence-transformers directory (default: the wheel's MiniLM)")
     cache_dir: str | None = Field("~/.cache/assay/decontam", description="Where item embeddings are cached")
@@ -163,17 +163,18 @@ def decide(table: pa.Table, mode: str, mask_with: str = "", keep=None, stats=Non
 
 
 def mask_spans(text: str, spans: list[tuple[int, int]], replacement: str = "") -> str:
-    """`text` with every span (merged where they overlap) replaced."""
-    out, pos = [], 0
+    """`text` with every span replaced; overlapping or touching spans are merged into one."""
+    merged: list[list[int]] = []
     for start, end in sorted(spans):
-        start = max(start, pos)
-        if end <= start:
-            continue
-        out.append(text[pos:start])
-        out.append(replacement)
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        elif end > start:
+            merged.append([start, end])
+    out, pos = [], 0
+    for start, end in merged:
+        out += [text[pos:start], replacement]
         pos = end
-    out.append(text[pos:])
-    return "".join(out)
+    return "".join(out) + text[pos:]
 
 
 class DecontamApplyParams(Params):

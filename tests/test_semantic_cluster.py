@@ -1,0 +1,197 @@
+"""Embeddings, k-means clustering, rebalancing and knowledge mining on real text with known topics,
+and the same cluster assignments and decontamination flags on local, Spark and Ray."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from assay.pipeline.dataset import Dataset, write_table
+from assay.pipeline.engines import get_engine
+from assay.pipeline.errors import UserError
+from assay.pipeline.runner import run_stage
+from assay.pipeline.schema import make_docs
+from assay.semantic import kmeans
+from assay.semantic.cluster import Cluster
+from assay.semantic.decontam.stage import Decontam
+from assay.semantic.embed import Embed
+from assay.semantic.mine import Mine, knowledge_density
+from assay.semantic.rebalance import Rebalance, cap_threshold
+from assay.semantic.side import vectors
+
+from conftest import RAY_OPTIONS, SPARK_OPTIONS
+from semantic_data import benchmark, topic_corpus
+
+ONE = {"workers": 1}  # in-process: the model loads once for the module
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Documents of five known topics (3 shards), their embeddings, and the topic of each id."""
+    root = tmp_path_factory.mktemp("semantic")
+    texts, labels = topic_corpus(24)
+    table = make_docs([{"text": t, "source": lab, "content_type": "web"} for t, lab in zip(texts, labels)])
+    docs = write_table(table, root / "docs", shards=3)
+    result = run_stage(Embed({"max_tokens": 128}), [docs], root / "emb", engine="local", options=ONE)
+    topic = dict(zip(table.column("id").to_pylist(), labels))
+    return root, docs, root / "emb", topic, result.manifest
+
+
+def test_embeddings_are_a_float16_side_dataset_equal_to_sentence_transformers(corpus):
+    root, docs, emb, topic, manifest = corpus
+    side = Dataset(emb)
+    assert side.schema.names == ["id", "embedding"] and side.schema.field("embedding").type == pa.list_(pa.float16())
+    assert manifest["output_kind"] == "side" and manifest["embedding"]["dim"] == 384
+    table = side.read()
+    assert sorted(table.column("id").to_pylist()) == sorted(topic)
+    mat = vectors(table.column("embedding"))
+    assert np.allclose(np.linalg.norm(mat, axis=1), 1, atol=2e-3)
+    # the same vectors as sentence-transformers' own encode, up to float16 rounding
+    from sentence_transformers import SentenceTransformer
+
+    from assay.semantic.model import model_path
+
+    model = SentenceTransformer(model_path(None), device="cpu")
+    model.max_seq_length = 128
+    text = dict(zip(*Dataset(docs).read(columns=["id", "text"]).to_pydict().values()))
+    ids = table.column("id").to_pylist()[:8]
+    ref = model.encode([text[i] for i in ids], normalize_embeddings=True)
+    assert np.all(np.sum(ref * mat[:8], axis=1) > 0.999)
+
+
+def test_mean_pooling_covers_the_whole_document():
+    from assay.semantic.model import Encoder
+
+    code = "def add(a, b):\n    return a + b\n" * 40
+    prose = "The river flooded the valley after weeks of rain, and farmers moved their herds uphill. " * 30
+    enc = Encoder(None, max_tokens=64, threads=1)
+    first, mean = enc.encode([code + prose], "first"), enc.encode([code + prose], "mean", max_chunks=16)
+    only_prose = enc.encode([prose], "first")
+    assert (mean @ only_prose.T).item() > (first @ only_prose.T).item() + 0.1  # the tail counts in the mean
+
+
+def _purity(ids, clusters, topic) -> float:
+    """Share of documents in their cluster's majority topic. Word problems and competition math count
+    as one topic, math: MiniLM puts them together (the benchmark reports the five-topic figure)."""
+    by_cluster = {}
+    for i, c in zip(ids, clusters):
+        by_cluster.setdefault(c, Counter())[topic[i].replace("word-problem", "math")] += 1
+    return sum(max(c.values()) for c in by_cluster.values()) / len(ids)
+
+
+def test_clusters_separate_known_topics_and_table_reads_well(corpus):
+    root, docs, emb, topic, _ = corpus
+    result = run_stage(Cluster({"clusters": 4, "sample": 1000, "nredo": 10}), [docs, emb], root / "clustered",
+                       engine="local", options=ONE)
+    out = Dataset(root / "clustered").read(columns=["id", "cluster", "cluster_similarity"])
+    purity = _purity(out.column("id").to_pylist(), out.column("cluster").to_pylist(), topic)
+    assert purity >= 0.85, purity
+    table = pq.read_table(root / "clustered" / "_artifacts" / "clusters.parquet")
+    assert table.num_rows == 4 and sum(table.column("sample_documents").to_pylist()) == len(topic)
+    assert all(len(t) == 3 for t in table.column("titles").to_pylist())
+    terms = " ".join(w for ws in table.column("top_terms").to_pylist() for w in ws)
+    assert any(w in terms for w in ("def", "return", "self", "int", "str", "list", "python")), terms
+    assert json.loads((root / "clustered" / "_artifacts" / "fit.json").read_text())["documents"] == len(topic)
+    assert result.manifest["statistics"]["histograms"]["cluster_similarity"]["counts"]
+    # a sample smaller than the data: the fit is trained on a hash sample, every document still assigned
+    run_stage(Cluster({"clusters": 4, "sample": 60, "nredo": 10}), [docs, emb], root / "sampled", engine="local",
+              options=ONE)
+    sampled = Dataset(root / "sampled").read(columns=["id", "cluster"])
+    assert sampled.num_rows == len(topic) and _purity(*sampled.to_pydict().values(), topic) >= 0.75
+
+
+def test_two_level_kmeans_handles_many_clusters():
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(600, 32))
+    x = centers[rng.integers(0, 600, 30_000)] + 0.15 * rng.normal(size=(30_000, 32))
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    cents = kmeans.train(x, 600, coarse=24, niter=10)
+    assert cents.k == 600 and len(cents.coarse) == 24 and set(np.unique(cents.parent)) == set(range(24))
+    ids, sims = kmeans.Assigner(cents, nprobe=4).assign(x)
+    exact = np.argmax(x @ cents.fine.T, axis=1)
+    assert np.mean(ids == exact) > 0.97  # the inverted-file search finds the true nearest centroid
+    assert len(np.unique(ids)) > 500 and np.all(sims > 0.5)
+
+
+def test_rebalance_caps_the_largest_cluster_and_keeps_every_cluster(corpus):
+    root = corpus[0]
+    skew = make_docs([{"text": f"document {i} " + "x" * (50 if i % 10 else 500), "source": "s", "content_type": "web"}
+                      for i in range(300)])
+    skew = skew.append_column("cluster", pa.array([0 if i < 150 else 1 + i % 9 for i in range(300)], pa.int32()))
+    src = write_table(skew, root / "skewed", shards=2)
+    result = run_stage(Rebalance({"max_share": 0.2}), [src], root / "rebalanced", engine="local", options=ONE)
+    summary = json.loads((root / "rebalanced" / "_artifacts" / "fit.json").read_text())
+    assert summary["largest_share_before"] > 0.4
+    assert summary["largest_share_after"] == pytest.approx(0.2, abs=1e-6) and summary["reachable"]
+    out = Dataset(root / "rebalanced").read()
+    weights = dict(zip(out.column("cluster").to_pylist(), out.column("cluster_weight").to_pylist()))
+    assert weights[0] < 1 and all(w > 0 for w in weights.values()) and len(weights) == 10
+    assert result.manifest["counts"]["rows_out"] == 300  # weights only; the mixer samples
+    # dropping samples by the weights, and every cluster keeps at least one document
+    run_stage(Rebalance({"max_share": 0.2, "drop": True}), [src], root / "dropped", engine="local", options=ONE)
+    kept = Dataset(root / "dropped").read()
+    assert 150 < kept.num_rows < 300 and set(kept.column("cluster").to_pylist()) == set(range(10))
+    assert cap_threshold(np.array([5.0, 1.0, 1.0]), 0.2) == (1.0, False)  # a cap below 1/k cannot be met
+    power = run_stage(Rebalance({"method": "power", "alpha": 1.0, "max_share": None}), [src], root / "power",
+                      engine="local", options=ONE)
+    assert power.manifest["counts"]["rows_out"] == 300
+
+
+def test_mining_retrieves_documents_of_each_inventory_item(corpus, tmp_path):
+    root, docs, emb, topic, _ = corpus
+    inventory = tmp_path / "inventory.txt"
+    inventory.write_text("# items\nconcept: arithmetic word problems about money and shopping\n"
+                         "concept: a GitHub issue describing a bug in a Python library\nentity: Python function definitions\n")
+    result = run_stage(Mine({"inventory": str(inventory), "per_item": 5}), [docs, emb], root / "mined",
+                       engine="local", options=ONE)
+    kept = Dataset(root / "mined").read(columns=["id", "mined_for", "mine_score"]).to_pylist()
+    assert result.manifest["counts"]["rejected"]["not_mined"]["rows"] == len(topic) - len(kept)
+    by_item = {}
+    for row in kept:
+        for item in row["mined_for"]:
+            by_item.setdefault(item, []).append(topic[row["id"]])
+    assert Counter(by_item["arithmetic word problems about money and shopping"]).most_common(1)[0][0] == "word-problem"
+    assert Counter(by_item["a GitHub issue describing a bug in a Python library"]).most_common(1)[0][0] == "issue"
+    assert Counter(by_item["Python function definitions"]).most_common(1)[0][0] == "code"
+    summary = json.loads((root / "mined" / "_artifacts" / "fit.json").read_text())
+    assert summary["items_covered"] == 3 and all(n == 5 for n in summary["per_item"].values())
+    assert knowledge_density("Photosynthesis is a process in which plants convert light into chemical energy, "
+                             "discovered by Jan Ingenhousz in 1779. " * 8) > knowledge_density("ok lol " * 60)
+    with pytest.raises(UserError, match="made with model"):
+        Mine({"inventory": str(inventory), "model": str(tmp_path)}).tasks([Dataset(docs), Dataset(emb)])
+
+
+def _rows(path, cols):
+    table = Dataset(path).read(columns=cols)
+    return sorted(table.to_pylist(), key=lambda r: r["id"])
+
+
+@pytest.mark.parametrize("engine, options", [
+    pytest.param("spark", SPARK_OPTIONS, marks=pytest.mark.spark, id="spark"),
+    pytest.param("ray", RAY_OPTIONS, marks=pytest.mark.ray, id="ray"),
+])
+def test_cluster_and_decontam_identical_on_spark_and_ray(corpus, engine, options, request):
+    root, docs, emb, topic, _ = corpus
+    request.getfixturevalue(f"{engine}_engine")
+    eng = get_engine(engine, options)
+    # cluster: fit on every shard, reduce on the driver, apply on every shard (two levels)
+    params = {"clusters": 6, "coarse": 2, "sample": 100}
+    run_stage(Cluster(params), [docs, emb], root / f"local-c-{engine}", engine="local", options=ONE)
+    run_stage(Cluster(params), [docs, emb], root / f"{engine}-c", engine=eng)
+    cols = ["id", "cluster", "cluster_similarity"]
+    assert _rows(root / f"{engine}-c", cols) == _rows(root / f"local-c-{engine}", cols)
+    # decontamination flags, on documents where half carry a benchmark item
+    gsm = benchmark("gsm8k")
+    plain = Dataset(docs).read(columns=["text"]).column("text").to_pylist()[:40]
+    texts = [f"{t}\n\n{gsm[i][1]}" if i % 2 else t for i, t in enumerate(plain)]
+    src = write_table(make_docs([{"text": t, "source": "x", "content_type": "web"} for t in texts]),
+                      root / f"mixed-{engine}", shards=4)
+    run_stage(Decontam({}), [src], root / f"local-d-{engine}", engine="local", options=ONE)
+    run_stage(Decontam({}), [src], root / f"{engine}-d", engine=eng)
+    local = _rows(root / f"local-d-{engine}", ["id", "decontam_hits"])
+    assert _rows(root / f"{engine}-d", ["id", "decontam_hits"]) == local
+    assert sum(1 for r in local if r["decontam_hits"]) >= 20
