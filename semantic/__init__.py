@@ -2,13 +2,13 @@
 decontamination, one family so they share one encoder, one embedding store and one report.
 
 Importing this package registers the stages (semantic.embed, semantic.cluster, semantic.rebalance,
-semantic.mine, semantic.decontam, semantic.decontam_apply); torch, sentence-transformers and faiss
+semantic.semdedup, semantic.mine, semantic.decontam, semantic.decontam_apply); torch, sentence-transformers and faiss
 are imported only inside the stages that use them.
 """
-from . import cluster, embed, mine, rebalance  # noqa: F401
+from . import cluster, embed, mine, rebalance, semdedup  # noqa: F401
 from .decontam import stage as _decontam  # noqa: F401
 
-REPORT_SECTIONS: list[str] = []
+REPORT_SECTIONS = ["assay.semantic.report:report_section"]
 
 SHORTCUTS = ("embed", "cluster", "rebalance", "mine", "decontam")
 

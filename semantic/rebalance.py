@@ -141,15 +141,15 @@ class Rebalance(FitApplyStage):
 
     def apply(self, table: pa.Table, artifact: dict) -> pa.Table:
         cluster, _, hashes = self._parts(table)
-        weights = artifact["weights"]
-        known = (cluster >= 0) & (cluster < len(weights))
-        w = np.where(known, weights[np.clip(cluster, 0, max(len(weights) - 1, 0))] if len(weights) else 1.0, 1.0)
+        weights, anchors = artifact["weights"], artifact["anchor"]
+        known = (cluster >= 0) & (cluster < len(weights))  # unclustered rows get no weight (null)
+        slot = np.where(known, cluster, 0)
+        w = weights[slot] if len(weights) else np.ones(len(cluster))
         table = set_column(table, "cluster_weight", pa.array(w.astype(np.float32), mask=~known))
         if not self.params.drop:
             return table
-        anchor = np.where(known, artifact["anchor"][np.clip(cluster, 0, max(len(weights) - 1, 0))]
-                          if len(weights) else 0, 0)
-        keep = ~known | (hashes.astype(np.float64) / 2.0 ** 64 < w) | (hashes == anchor)
+        anchor = anchors[slot] == hashes if len(anchors) else np.zeros(len(cluster), bool)
+        keep = ~known | (hashes.astype(np.float64) / 2.0 ** 64 < w) | (known & anchor)
         self.stats.count("sampled_out", int((~keep).sum()))
         return with_rejects(table, [None if k else "rebalanced" for k in keep])
 

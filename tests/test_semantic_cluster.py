@@ -21,6 +21,7 @@ from assay.semantic.decontam.stage import Decontam
 from assay.semantic.embed import Embed
 from assay.semantic.mine import Mine, knowledge_density
 from assay.semantic.rebalance import Rebalance, cap_threshold
+from assay.semantic.semdedup import SemDedup
 from assay.semantic.side import vectors
 
 from conftest import RAY_OPTIONS, SPARK_OPTIONS
@@ -31,18 +32,24 @@ ONE = {"workers": 1}  # in-process: the model loads once for the module
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    """Documents of five known topics (3 shards), their embeddings, and the topic of each id."""
+    """Documents of five known topics (3 shards), their embeddings, the topic of each id, and six
+    planted near-duplicates as (original id, copy id) pairs."""
     root = tmp_path_factory.mktemp("semantic")
     texts, labels = topic_corpus(24)
+    long = [(t, lab) for t, lab in zip(texts, labels) if len(t) > 200 and texts.count(t) == 1][::15][:6]
+    copies = [(t.replace(" the ", " a ", 1) + " Thanks!", lab) for t, lab in long]
+    texts, labels = texts + [c[0] for c in copies], labels + [c[1] for c in copies]  # 6 near-duplicates
     table = make_docs([{"text": t, "source": lab, "content_type": "web"} for t, lab in zip(texts, labels)])
     docs = write_table(table, root / "docs", shards=3)
     result = run_stage(Embed({"max_tokens": 128}), [docs], root / "emb", engine="local", options=ONE)
-    topic = dict(zip(table.column("id").to_pylist(), labels))
-    return root, docs, root / "emb", topic, result.manifest
+    ids = table.column("id").to_pylist()
+    topic = dict(zip(ids, labels))
+    planted = {frozenset((ids[texts.index(t)], ids[len(ids) - len(long) + k])) for k, (t, _) in enumerate(long)}
+    return root, docs, root / "emb", topic, result.manifest, planted
 
 
 def test_embeddings_are_a_float16_side_dataset_equal_to_sentence_transformers(corpus):
-    root, docs, emb, topic, manifest = corpus
+    root, docs, emb, topic, manifest, _ = corpus
     side = Dataset(emb)
     assert side.schema.names == ["id", "embedding"] and side.schema.field("embedding").type == pa.list_(pa.float16())
     assert manifest["output_kind"] == "side" and manifest["embedding"]["dim"] == 384
@@ -84,7 +91,7 @@ def _purity(ids, clusters, topic) -> float:
 
 
 def test_clusters_separate_known_topics_and_table_reads_well(corpus):
-    root, docs, emb, topic, _ = corpus
+    root, docs, emb, topic, _, _ = corpus
     result = run_stage(Cluster({"clusters": 4, "sample": 1000, "nredo": 10}), [docs, emb], root / "clustered",
                        engine="local", options=ONE)
     out = Dataset(root / "clustered").read(columns=["id", "cluster", "cluster_similarity"])
@@ -94,14 +101,15 @@ def test_clusters_separate_known_topics_and_table_reads_well(corpus):
     assert table.num_rows == 4 and sum(table.column("sample_documents").to_pylist()) == len(topic)
     assert all(len(t) == 3 for t in table.column("titles").to_pylist())
     terms = " ".join(w for ws in table.column("top_terms").to_pylist() for w in ws)
-    assert any(w in terms for w in ("def", "return", "self", "int", "str", "list", "python")), terms
+    assert sum(w in terms.split() for w in ("implementation", "algorithm", "programming", "input", "return", "python",
+                                             "int", "str", "list")) >= 2, terms
     assert json.loads((root / "clustered" / "_artifacts" / "fit.json").read_text())["documents"] == len(topic)
     assert result.manifest["statistics"]["histograms"]["cluster_similarity"]["counts"]
     # a sample smaller than the data: the fit is trained on a hash sample, every document still assigned
-    run_stage(Cluster({"clusters": 4, "sample": 60, "nredo": 10}), [docs, emb], root / "sampled", engine="local",
+    run_stage(Cluster({"clusters": 4, "sample": 80, "nredo": 10}), [docs, emb], root / "sampled", engine="local",
               options=ONE)
     sampled = Dataset(root / "sampled").read(columns=["id", "cluster"])
-    assert sampled.num_rows == len(topic) and _purity(*sampled.to_pydict().values(), topic) >= 0.75
+    assert sampled.num_rows == len(topic) and _purity(*sampled.to_pydict().values(), topic) >= 0.7
 
 
 def test_two_level_kmeans_handles_many_clusters():
@@ -141,8 +149,18 @@ def test_rebalance_caps_the_largest_cluster_and_keeps_every_cluster(corpus):
     assert power.manifest["counts"]["rows_out"] == 300
 
 
+def test_semantic_dedup_inside_clusters_finds_the_planted_copies(corpus):
+    root, docs, emb, topic, _, planted = corpus
+    run_stage(Cluster({"clusters": 4}), [docs, emb], root / "for-semdedup", engine="local", options=ONE)
+    result = run_stage(SemDedup({"eps": 0.03}), [root / "for-semdedup", emb], root / "semdedup", engine="local",
+                       options=ONE)
+    rejects = Dataset(root / "semdedup").read_rejects().to_pylist()
+    assert len(planted) == 6 and result.manifest["counts"]["rows_out"] == len(topic) - 6
+    assert {frozenset((r["id"], r["reject_detail"])) for r in rejects} == planted  # a copy or its original goes
+
+
 def test_mining_retrieves_documents_of_each_inventory_item(corpus, tmp_path):
-    root, docs, emb, topic, _ = corpus
+    root, docs, emb, topic, _, _ = corpus
     inventory = tmp_path / "inventory.txt"
     inventory.write_text("# items\nconcept: arithmetic word problems about money and shopping\n"
                          "concept: a GitHub issue describing a bug in a Python library\nentity: Python function definitions\n")
@@ -175,7 +193,7 @@ def _rows(path, cols):
     pytest.param("ray", RAY_OPTIONS, marks=pytest.mark.ray, id="ray"),
 ])
 def test_cluster_and_decontam_identical_on_spark_and_ray(corpus, engine, options, request):
-    root, docs, emb, topic, _ = corpus
+    root, docs, emb, topic, _, _ = corpus
     request.getfixturevalue(f"{engine}_engine")
     eng = get_engine(engine, options)
     # cluster: fit on every shard, reduce on the driver, apply on every shard (two levels)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 _WORD = re.compile(r"\S+")
+_BLOCK = re.compile(r"\S(?:.*?\S)?(?=\n[ \t]*\n|\s*$)", re.S)  # text between blank lines
 
 
 class SemanticMatcher:
@@ -44,16 +45,21 @@ class SemanticMatcher:
         return vectors
 
     def windows(self, text: str) -> list[tuple[int, int]]:
-        """Character spans of half-overlapping windows of `window` words."""
+        """Character spans to embed: every paragraph (an item pasted into a page is usually one)
+        of 8 to 2 x `window` words, and half-overlapping windows of `window` words across the text."""
         words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
         if not words:
             return []
+        spans = set()
+        for block in _BLOCK.finditer(text):
+            n = len(block.group(0).split())
+            if 8 <= n <= 2 * self.window:
+                spans.add((block.start(), block.end()))
         step = max(1, self.window // 2)
-        spans = []
         for s in range(0, max(1, len(words) - step), step):
             last = min(s + self.window, len(words)) - 1
-            spans.append((words[s][0], words[last][1]))
-        return spans
+            spans.add((words[s][0], words[last][1]))
+        return sorted(spans)
 
     def match(self, texts: list[str]) -> list[tuple[int, int, float, int, int]]:
         """(document, item index, cosine, char start, char end): the best window per (doc, item)."""
