@@ -96,11 +96,12 @@ def item_keys(hashes, offsets, n, min_tokens, pw, min_info):
 
 
 @njit(cache=True)
-def _grow(arr, need):
-    if need <= len(arr):
-        return arr
-    out = np.empty(max(need, 2 * len(arr)), arr.dtype)
-    out[:len(arr)] = arr
+def _room(rows, n):
+    """`rows` with room for row n: the same array, or one twice as long holding its first n rows."""
+    if n < rows.shape[0]:
+        return rows
+    out = np.empty((2 * rows.shape[0], rows.shape[1]), rows.dtype)
+    out[:n] = rows[:n]
     return out
 
 
@@ -131,82 +132,52 @@ def scan(data, offsets, lengths, whole_max, pw, min_info, bitmap, bitmask, dirs,
     prefix = np.empty(longest + 1, np.uint64)
     raw = np.empty(longest + 1, np.uint64)
     info = np.empty(longest + 1, np.int64)
-    m_item = np.empty(64, np.int64)
-    m_key = np.empty(64, np.int64)
-    m_start = np.empty(64, np.int64)
-    m_end = np.empty(64, np.int64)
-    o_doc = np.empty(64, np.int64)
-    o_item = np.empty(64, np.int64)
-    o_count = np.empty(64, np.int64)
-    o_start = np.empty(64, np.int64)
-    o_end = np.empty(64, np.int64)
+    matches = np.empty((64, 4), np.int64)  # per document: item, key, byte start, byte end
+    out = np.empty((64, 5), np.int64)  # doc, item, distinct keys, byte start, byte end
     n_out = 0
     n_keys = len(keys)
     for d in range(n_docs):
         m = tokenize(data, offsets[d], offsets[d + 1], hashes, starts, ends)
         _prefix(hashes, m, prefix, raw, info)
         nm = 0
-        if 0 < m <= whole_max:  # the document as a whole may be a short item
-            key = _key(prefix, raw, info, 0, m, pw, min_info, _WHOLE)
-            j = _find(key, bitmap, bitmask, dirs, dir_shift, keys) if key != _U(0) else -1
-            if j >= 0:
-                for p in range(key_off[j], key_off[j + 1]):
-                    if nm == len(m_item):
-                        m_item = _grow(m_item, nm + 1)
-                        m_key = _grow(m_key, nm + 1)
-                        m_start = _grow(m_start, nm + 1)
-                        m_end = _grow(m_end, nm + 1)
-                    m_item[nm] = key_items[p]
-                    m_key[nm] = j
-                    m_start[nm] = starts[0] - offsets[d]
-                    m_end[nm] = ends[m - 1] - offsets[d]
-                    nm += 1
-        for li in range(len(lengths)):
-            length = lengths[li]
-            for i in range(m - length + 1):
-                key = _key(prefix, raw, info, i, length, pw, min_info, 0)
-                if key == _U(0):
-                    continue
-                j = _find(key, bitmap, bitmask, dirs, dir_shift, keys)
+        for li in range(len(lengths) + 1):
+            if li < len(lengths):  # every window of each indexed length
+                length, salt, positions = lengths[li], 0, m - lengths[li] + 1
+            elif 0 < m <= whole_max:  # and the document as a whole, which may be a short item
+                length, salt, positions = m, _WHOLE, 1
+            else:
+                continue
+            for i in range(positions):
+                key = _key(prefix, raw, info, i, length, pw, min_info, salt)
+                j = _find(key, bitmap, bitmask, dirs, dir_shift, keys) if key != _U(0) else -1
                 if j < 0:
                     continue
                 for p in range(key_off[j], key_off[j + 1]):
-                    if nm == len(m_item):
-                        m_item = _grow(m_item, nm + 1)
-                        m_key = _grow(m_key, nm + 1)
-                        m_start = _grow(m_start, nm + 1)
-                        m_end = _grow(m_end, nm + 1)
-                    m_item[nm] = key_items[p]
-                    m_key[nm] = j
-                    m_start[nm] = starts[i] - offsets[d]
-                    m_end[nm] = ends[i + length - 1] - offsets[d]
+                    matches = _room(matches, nm)
+                    matches[nm, 0] = key_items[p]
+                    matches[nm, 1] = j
+                    matches[nm, 2] = starts[i] - offsets[d]
+                    matches[nm, 3] = ends[i + length - 1] - offsets[d]
                     nm += 1
         if nm == 0:
             continue
-        order = np.argsort(m_item[:nm] * n_keys + m_key[:nm], kind="mergesort")
+        order = np.argsort(matches[:nm, 0] * n_keys + matches[:nm, 1], kind="mergesort")
         g = 0
         while g < nm:  # one group per item
-            first = order[g]
-            item = m_item[first]
-            count, lo, hi, last_key = 0, m_start[first], m_end[first], -1
-            while g < nm and m_item[order[g]] == item:
+            item = matches[order[g], 0]
+            count, lo, hi, last_key = 0, matches[order[g], 2], matches[order[g], 3], -1
+            while g < nm and matches[order[g], 0] == item:
                 e = order[g]
-                if m_key[e] != last_key:
+                if matches[e, 1] != last_key:
                     count += 1
-                    last_key = m_key[e]
-                lo = min(lo, m_start[e])
-                hi = max(hi, m_end[e])
+                    last_key = matches[e, 1]
+                lo = min(lo, matches[e, 2])
+                hi = max(hi, matches[e, 3])
                 g += 1
-            if n_out == len(o_doc):
-                o_doc = _grow(o_doc, n_out + 1)
-                o_item = _grow(o_item, n_out + 1)
-                o_count = _grow(o_count, n_out + 1)
-                o_start = _grow(o_start, n_out + 1)
-                o_end = _grow(o_end, n_out + 1)
-            o_doc[n_out], o_item[n_out], o_count[n_out] = d, item, count
-            o_start[n_out], o_end[n_out] = lo, hi
+            out = _room(out, n_out)
+            out[n_out, 0], out[n_out, 1], out[n_out, 2], out[n_out, 3], out[n_out, 4] = d, item, count, lo, hi
             n_out += 1
-    return o_doc[:n_out], o_item[:n_out], o_count[:n_out], o_start[:n_out], o_end[:n_out]
+    return out[:n_out, 0].copy(), out[:n_out, 1].copy(), out[:n_out, 2].copy(), out[:n_out, 3].copy(), out[:n_out, 4].copy()
 
 
 @njit(cache=True)
