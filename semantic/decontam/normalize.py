@@ -48,7 +48,8 @@ _LATIN1 = np.array([ord(c) if c != "_" else 0 for c in
 
 @njit(cache=True, inline="always")
 def mix64(x):
-    """splitmix64's finaliser: spreads every input bit over the output."""
+    """splitmix64's finaliser: spreads every input bit over the output. Its own copy, not the dedup
+    kernel's: the shipped hash files depend on it, under NORMALIZER_VERSION."""
     z = x + _GOLD
     z = (z ^ (z >> _S30)) * _M1
     z = (z ^ (z >> _S27)) * _M2
