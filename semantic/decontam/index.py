@@ -6,14 +6,17 @@ its token hashes (read off a prefix array, so every window length costs O(1) per
 with its length, so a short item never aliases an n-gram.
 
 Memory. The index is a sorted uint64 array of distinct keys, a CSR list of the items holding each
-key (int32), a bitmap (about 4 bytes per key) that rejects almost every document window with one
+key (int32), bitmaps (about 4 bytes per key) that reject almost every document window with one
 memory read, and a bucket directory over the top bits of the sorted keys (about 4 bytes per key), so
 a lookup that passes the bitmap scans a bucket of ~2 keys. About 20 bytes per key all told: the
 whole shipped registry is ~1.2M keys, ~25 MB. Keys shared by more than `max_items_per_gram` items
 are boilerplate ("which of the following is ...") and dropped, as GPT-3's decontamination did.
 
 Scan. One compiled pass per batch: for each document, tokenise, build the prefix array, look up
-every window of every indexed length, and collect (item, key) matches; then per item the number of
+every window of every indexed length, and collect (item, key) matches. A document position is looked
+up once per indexed length (n, and every length of a whole short item); the short items' keys are
+few, so their bitmap is small and stays in cache, and each position costs one read of the large
+n-gram bitmap, not one per length; then per item the number of
 distinct keys matched and the byte span from the first to the last match (what `mask` removes).
 """
 from __future__ import annotations
@@ -64,7 +67,7 @@ def _key(prefix, raw, info, i, length, pw, min_info, salt):
 
 @njit(cache=True)
 def item_keys(hashes, offsets, n, min_tokens, pw, min_info):
-    """(item index, key) for every window of every item (items given as a CSR of token hashes).
+    """(item index, key, is an n-gram) for every window of every item (a CSR of token hashes).
     An item shorter than min_tokens gets one whole-document key: it matches only a document that is
     nothing but that item (a query, a forum title), since a window that short is everywhere."""
     total = 0
@@ -73,6 +76,7 @@ def item_keys(hashes, offsets, n, min_tokens, pw, min_info):
         total += (m - n + 1) if m >= n else (1 if m > 0 else 0)
     owner = np.empty(total, np.int64)
     keys = np.empty(total, np.uint64)
+    full = np.empty(total, np.bool_)
     longest = int(np.max(np.diff(offsets))) + 1 if len(offsets) > 1 else 1
     prefix = np.empty(longest, np.uint64)
     raw = np.empty(longest, np.uint64)
@@ -91,8 +95,9 @@ def item_keys(hashes, offsets, n, min_tokens, pw, min_info):
             if key != _U(0):
                 owner[k] = it
                 keys[k] = key
+                full[k] = length == n
                 k += 1
-    return owner[:k], keys[:k]
+    return owner[:k], keys[:k], full[:k]
 
 
 @njit(cache=True)
@@ -119,9 +124,11 @@ def _find(key, bitmap, bitmask, dirs, dir_shift, keys):
 
 
 @njit(cache=True)
-def scan(data, offsets, lengths, whole_max, pw, min_info, bitmap, bitmask, dirs, dir_shift, keys, key_off, key_items):
+def scan(data, offsets, lengths, whole_max, pw, min_info, grams, grams_mask, shorts, shorts_mask, dirs, dir_shift, keys,
+         key_off, key_items):
     """Per (document, item) with at least one matched key: distinct keys matched and the byte span
-    [start, end) from the first matched window to the last. Documents are data[offsets[d]:offsets[d+1]]."""
+    [start, end) from the first matched window to the last. Documents are data[offsets[d]:offsets[d+1]];
+    windows of length n are filtered by the n-gram bitmap, the others by the short items' bitmap."""
     n_docs = len(offsets) - 1
     longest = 1
     for d in range(n_docs):
@@ -147,6 +154,7 @@ def scan(data, offsets, lengths, whole_max, pw, min_info, bitmap, bitmask, dirs,
                 length, salt, positions = m, _WHOLE, 1
             else:
                 continue
+            bitmap, bitmask = (grams, grams_mask) if li == 0 else (shorts, shorts_mask)
             for i in range(positions):
                 key = _key(prefix, raw, info, i, length, pw, min_info, salt)
                 j = _find(key, bitmap, bitmask, dirs, dir_shift, keys) if key != _U(0) else -1
@@ -207,19 +215,19 @@ class NgramIndex:
         # informative tokens a window of each length needs (at least one)
         self.min_info = np.maximum(1, np.ceil(np.arange(n + 1) * min_word_share - 1e-9)).astype(np.int64)
         n_items = len(offsets) - 1
-        owner, keys = item_keys(hashes, offsets.astype(np.int64), n, self.min_tokens, self.pw, self.min_info)
+        owner, keys, full = item_keys(hashes, offsets.astype(np.int64), n, self.min_tokens, self.pw, self.min_info)
         # distinct (key, item) pairs, sorted by key
         order = np.lexsort((owner, keys))
-        keys, owner = keys[order], owner[order]
+        keys, owner, full = keys[order], owner[order], full[order]
         distinct = np.ones(len(keys), bool)
         distinct[1:] = (keys[1:] != keys[:-1]) | (owner[1:] != owner[:-1])
-        keys, owner = keys[distinct], owner[distinct]
+        keys, owner, full = keys[distinct], owner[distinct], full[distinct]
         uniq, first, per_key = np.unique(keys, return_index=True, return_counts=True)
         common = per_key > max_items_per_gram
         self.dropped_keys = int(common.sum())
         keep_pair = np.repeat(~common, per_key)
         keys, owner = keys[keep_pair], owner[keep_pair]
-        uniq, per_key = uniq[~common], per_key[~common]
+        uniq, per_key, full = uniq[~common], per_key[~common], full[first][~common]
         self.keys = uniq
         self.key_off = np.concatenate([[0], np.cumsum(per_key)]).astype(np.int64)
         self.key_items = owner.astype(np.int32)
@@ -229,15 +237,13 @@ class NgramIndex:
         short = np.unique(lengths[(lengths >= self.min_tokens) & (lengths < n)])
         self.lengths = np.concatenate([[n], short]).astype(np.int64)
         self.whole_max = int(self.min_tokens - 1)
-        self._build_lookup()
+        self._build_lookup(full)
 
-    def _build_lookup(self) -> None:
+    def _build_lookup(self, full: np.ndarray) -> None:
+        """Bitmaps of ~32 bits per key (n-gram keys; the short items' keys) and the bucket directory."""
+        self.grams, self.grams_mask = _bitmap(self.keys[full])
+        self.shorts, self.shorts_mask = _bitmap(self.keys[~full])
         n_keys = max(len(self.keys), 1)
-        bits = 1 << max(6, int(np.ceil(np.log2(32 * n_keys))))
-        self.bitmask = _U(bits - 1)
-        self.bitmap = np.zeros(bits // 64, np.uint64)
-        low = self.keys & self.bitmask
-        np.bitwise_or.at(self.bitmap, (low >> _U(6)).astype(np.int64), _U(1) << (low & _U(63)))
         dir_bits = max(1, int(np.ceil(np.log2(n_keys))))
         self.dir_shift = _U(64 - dir_bits)
         bucket_starts = (np.arange((1 << dir_bits) + 1, dtype=np.uint64) << self.dir_shift) if dir_bits < 64 else None
@@ -246,12 +252,22 @@ class NgramIndex:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.keys, self.key_off, self.key_items, self.item_nkeys, self.bitmap, self.dirs))
+        return sum(a.nbytes for a in (self.keys, self.key_off, self.key_items, self.item_nkeys, self.grams, self.shorts,
+                                      self.dirs))
 
     def scan(self, data: np.ndarray, offsets: np.ndarray):
         """(doc, item, distinct keys matched, byte start, byte end) arrays for a batch of UTF-8 texts."""
-        return scan(data, offsets.astype(np.int64), self.lengths, self.whole_max, self.pw, self.min_info, self.bitmap, self.bitmask, self.dirs,
-                    self.dir_shift, self.keys, self.key_off, self.key_items)
+        return scan(data, offsets.astype(np.int64), self.lengths, self.whole_max, self.pw, self.min_info, self.grams,
+                    self.grams_mask, self.shorts, self.shorts_mask, self.dirs, self.dir_shift, self.keys, self.key_off, self.key_items)
+
+
+def _bitmap(keys: np.ndarray) -> tuple[np.ndarray, np.uint64]:
+    """A bitmap of ~32 bits per key over the keys' low bits, and its mask."""
+    bits = 1 << max(6, int(np.ceil(np.log2(32 * max(len(keys), 1)))))
+    bitmap = np.zeros(bits // 64, np.uint64)
+    low = keys & _U(bits - 1)
+    np.bitwise_or.at(bitmap, (low >> _U(6)).astype(np.int64), _U(1) << (low & _U(63)))
+    return bitmap, _U(bits - 1)
 
 
 def items_csr(texts: list[str | None], hashed: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
