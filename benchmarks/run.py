@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent
 MODES = {
     "dedup.py": [["quality"], ["speed", "--docs", "100000"], ["memory", "--docs", "1000000", "--shards", "20"],
                  ["spark", "--docs", "1000000", "--shards", "20", "--spark-memory", "1g"]],
+    "semantic.py": [["decontam"], ["cluster"], ["speed"]],
 }
 
 

@@ -1,0 +1,283 @@
+"""The n-gram index of benchmark items and the compiled scan of documents against it.
+
+Keys. Every window of `n` normalised tokens of an item is a key; an item shorter than `n` (but at
+least `min_tokens` long) is one key: its whole token sequence. A window's key is a polynomial over
+its token hashes (read off a prefix array, so every window length costs O(1) per position) mixed
+with its length, so a short item never aliases an n-gram.
+
+Memory. The index is a sorted uint64 array of distinct keys, a CSR list of the items holding each
+key (int32), bitmaps (about 4 bytes per key) that reject almost every document window with one
+memory read, and a bucket directory over the top bits of the sorted keys (about 4 bytes per key), so
+a lookup that passes the bitmap scans a bucket of ~2 keys. About 20 bytes per key all told: the
+whole shipped registry is ~1.2M keys, ~25 MB. Keys shared by more than `max_items_per_gram` items
+are boilerplate ("which of the following is ...") and dropped, as GPT-3's decontamination did.
+
+Scan. One compiled pass per batch: for each document, tokenise, build the prefix array, look up
+every window of every indexed length, and collect (item, key) matches. A document position is looked
+up once per indexed length (n, and every length of a whole short item); the short items' keys are
+few, so their bitmap is small and stays in cache, and each position costs one read of the large
+n-gram bitmap, not one per length; then per item the number of
+distinct keys matched and the byte span from the first to the last match (what `mask` removes).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .normalize import masked, mix64, tokenize
+
+_U = np.uint64
+_BASE = _U(0x9E3779B97F4A7C15)  # odd: the polynomial base of a window's key
+_LEN_MULT = _U(0xD6E8FEB86659FD93)
+_WHOLE = 1 << 32  # added to the length of a whole-document key, so it never equals a window key
+_RAW = 1 << 33  # added to the length of a raw (digits kept) key
+
+
+def powers(n: int) -> np.ndarray:
+    """_BASE^k for k <= n, wrapping mod 2^64."""
+    return np.array([pow(int(_BASE), k, 1 << 64) for k in range(n + 1)], np.uint64)
+
+
+@njit(cache=True)
+def _prefix(hashes, m, out, raw, info):
+    """Polynomial prefixes of the masked and the raw token hashes, and the running count of
+    informative tokens: any window's key and informativeness in O(1)."""
+    out[0] = _U(0)
+    raw[0] = _U(0)
+    info[0] = 0
+    for i in range(m):
+        out[i + 1] = out[i] * _BASE + masked(hashes[i])
+        raw[i + 1] = raw[i] * _BASE + hashes[i]
+        info[i + 1] = info[i] + np.int64(hashes[i] & _U(1))
+
+
+@njit(cache=True, inline="always")
+def _key(prefix, raw, info, i, length, pw, min_info, salt):
+    """The key of the window [i, i+length): masked when it is a full n-gram with enough informative
+    tokens; raw (digits kept) when it has fewer, or is a whole short item ("Compute $\\dbinom{8}{6}$"
+    and "Compute $\\dbinom{31}{28}$" are different problems, not one with its numbers changed); 0 (no
+    key) when it has no informative token at all. `salt` sets whole-document keys apart."""
+    have = info[i + length] - info[i]
+    if have >= min_info[length] and length == pw.shape[0] - 1:
+        return mix64((prefix[i + length] - prefix[i] * pw[length]) ^ (_U(length + salt) * _LEN_MULT))
+    if have == 0:
+        return _U(0)
+    return mix64((raw[i + length] - raw[i] * pw[length]) ^ (_U(length + salt + _RAW) * _LEN_MULT))
+
+
+@njit(cache=True)
+def item_keys(hashes, offsets, n, min_tokens, pw, min_info):
+    """(item index, key, is an n-gram) for every window of every item (a CSR of token hashes).
+    An item shorter than min_tokens gets one whole-document key: it matches only a document that is
+    nothing but that item (a query, a forum title), since a window that short is everywhere."""
+    total = 0
+    for it in range(len(offsets) - 1):
+        m = offsets[it + 1] - offsets[it]
+        total += (m - n + 1) if m >= n else (1 if m > 0 else 0)
+    owner = np.empty(total, np.int64)
+    keys = np.empty(total, np.uint64)
+    full = np.empty(total, np.bool_)
+    longest = int(np.max(np.diff(offsets))) + 1 if len(offsets) > 1 else 1
+    prefix = np.empty(longest, np.uint64)
+    raw = np.empty(longest, np.uint64)
+    info = np.empty(longest, np.int64)
+    k = 0
+    for it in range(len(offsets) - 1):
+        s = offsets[it]
+        m = offsets[it + 1] - s
+        if m == 0:
+            continue
+        _prefix(hashes[s:s + m], m, prefix, raw, info)
+        whole = m < min_tokens
+        length = m if m < n else n
+        for i in range(m - length + 1):
+            key = _key(prefix, raw, info, i, length, pw, min_info, _WHOLE if whole else 0)
+            if key != _U(0):
+                owner[k] = it
+                keys[k] = key
+                full[k] = length == n
+                k += 1
+    return owner[:k], keys[:k], full[:k]
+
+
+@njit(cache=True)
+def _room(rows, n):
+    """`rows` with room for row n: the same array, or one twice as long holding its first n rows."""
+    if n < rows.shape[0]:
+        return rows
+    out = np.empty((2 * rows.shape[0], rows.shape[1]), rows.dtype)
+    out[:n] = rows[:n]
+    return out
+
+
+@njit(cache=True)
+def _find(key, bitmap, bitmask, dirs, dir_shift, keys):
+    """Index of `key` in the sorted `keys`, or -1."""
+    bit = key & bitmask
+    if not (bitmap[bit >> _U(6)] >> (bit & _U(63))) & _U(1):
+        return -1
+    bucket = key >> dir_shift
+    for j in range(dirs[bucket], dirs[bucket + 1]):
+        if keys[j] == key:
+            return j
+    return -1
+
+
+@njit(cache=True)
+def scan(data, offsets, lengths, whole_max, pw, min_info, grams, grams_mask, shorts, shorts_mask, dirs, dir_shift, keys,
+         key_off, key_items):
+    """Per (document, item) with at least one matched key: distinct keys matched and the byte span
+    [start, end) from the first matched window to the last. Documents are data[offsets[d]:offsets[d+1]];
+    windows of length n are filtered by the n-gram bitmap, the others by the short items' bitmap."""
+    n_docs = len(offsets) - 1
+    longest = 1
+    for d in range(n_docs):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    hashes = np.empty(longest, np.uint64)
+    starts = np.empty(longest, np.int64)
+    ends = np.empty(longest, np.int64)
+    prefix = np.empty(longest + 1, np.uint64)
+    raw = np.empty(longest + 1, np.uint64)
+    info = np.empty(longest + 1, np.int64)
+    matches = np.empty((64, 4), np.int64)  # per document: item, key, byte start, byte end
+    out = np.empty((64, 5), np.int64)  # doc, item, distinct keys, byte start, byte end
+    n_out = 0
+    n_keys = len(keys)
+    for d in range(n_docs):
+        m = tokenize(data, offsets[d], offsets[d + 1], hashes, starts, ends)
+        _prefix(hashes, m, prefix, raw, info)
+        nm = 0
+        for li in range(len(lengths) + 1):
+            if li < len(lengths):  # every window of each indexed length
+                length, salt, positions = lengths[li], 0, m - lengths[li] + 1
+            elif 0 < m <= whole_max:  # and the document as a whole, which may be a short item
+                length, salt, positions = m, _WHOLE, 1
+            else:
+                continue
+            bitmap, bitmask = (grams, grams_mask) if li == 0 else (shorts, shorts_mask)
+            for i in range(positions):
+                key = _key(prefix, raw, info, i, length, pw, min_info, salt)
+                j = _find(key, bitmap, bitmask, dirs, dir_shift, keys) if key != _U(0) else -1
+                if j < 0:
+                    continue
+                for p in range(key_off[j], key_off[j + 1]):
+                    matches = _room(matches, nm)
+                    matches[nm, 0] = key_items[p]
+                    matches[nm, 1] = j
+                    matches[nm, 2] = starts[i] - offsets[d]
+                    matches[nm, 3] = ends[i + length - 1] - offsets[d]
+                    nm += 1
+        if nm == 0:
+            continue
+        order = np.argsort(matches[:nm, 0] * n_keys + matches[:nm, 1], kind="mergesort")
+        g = 0
+        while g < nm:  # one group per item
+            item = matches[order[g], 0]
+            count, lo, hi, last_key = 0, matches[order[g], 2], matches[order[g], 3], -1
+            while g < nm and matches[order[g], 0] == item:
+                e = order[g]
+                if matches[e, 1] != last_key:
+                    count += 1
+                    last_key = matches[e, 1]
+                lo = min(lo, matches[e, 2])
+                hi = max(hi, matches[e, 3])
+                g += 1
+            out = _room(out, n_out)
+            out[n_out, 0], out[n_out, 1], out[n_out, 2], out[n_out, 3], out[n_out, 4] = d, item, count, lo, hi
+            n_out += 1
+    return out[:n_out, 0].copy(), out[:n_out, 1].copy(), out[:n_out, 2].copy(), out[:n_out, 3].copy(), out[:n_out, 4].copy()
+
+
+@njit(cache=True)
+def tokenize_all(data, offsets):
+    """Token hashes of many strings as a CSR (hashes, offsets)."""
+    out = np.empty(max(len(data), 1), np.uint64)
+    out_off = np.zeros(len(offsets), np.int64)
+    starts = np.empty(max(len(data), 1), np.int64)
+    ends = np.empty(max(len(data), 1), np.int64)
+    n = 0
+    for d in range(len(offsets) - 1):
+        k = tokenize(data, offsets[d], offsets[d + 1], out[n:], starts[n:], ends[n:])
+        n += k
+        out_off[d + 1] = n
+    return out[:n].copy(), out_off
+
+
+class NgramIndex:
+    """Benchmark items' n-gram keys, ready to scan documents. Build once per worker (setup)."""
+
+    def __init__(self, hashes: np.ndarray, offsets: np.ndarray, n: int = 13, min_tokens: int = 6,
+                 max_items_per_gram: int = 20, min_word_share: float = 0.34):
+        if n < 1 or min_tokens < 1:
+            raise ValueError("n and min_tokens must be positive")
+        self.n, self.min_tokens = n, min(min_tokens, n)
+        self.pw = powers(n)
+        # informative tokens a window of each length needs (at least one)
+        self.min_info = np.maximum(1, np.ceil(np.arange(n + 1) * min_word_share - 1e-9)).astype(np.int64)
+        n_items = len(offsets) - 1
+        owner, keys, full = item_keys(hashes, offsets.astype(np.int64), n, self.min_tokens, self.pw, self.min_info)
+        # distinct (key, item) pairs, sorted by key
+        order = np.lexsort((owner, keys))
+        keys, owner, full = keys[order], owner[order], full[order]
+        distinct = np.ones(len(keys), bool)
+        distinct[1:] = (keys[1:] != keys[:-1]) | (owner[1:] != owner[:-1])
+        keys, owner, full = keys[distinct], owner[distinct], full[distinct]
+        uniq, first, per_key = np.unique(keys, return_index=True, return_counts=True)
+        common = per_key > max_items_per_gram
+        self.dropped_keys = int(common.sum())
+        keep_pair = np.repeat(~common, per_key)
+        keys, owner = keys[keep_pair], owner[keep_pair]
+        uniq, per_key, full = uniq[~common], per_key[~common], full[first][~common]
+        self.keys = uniq
+        self.key_off = np.concatenate([[0], np.cumsum(per_key)]).astype(np.int64)
+        self.key_items = owner.astype(np.int32)
+        self.item_nkeys = np.bincount(owner, minlength=n_items).astype(np.int64)
+        lengths = np.diff(offsets)
+        self.unindexed = int(np.count_nonzero(self.item_nkeys == 0))  # empty, or only boilerplate grams
+        short = np.unique(lengths[(lengths >= self.min_tokens) & (lengths < n)])
+        self.lengths = np.concatenate([[n], short]).astype(np.int64)
+        self.whole_max = int(self.min_tokens - 1)
+        self._build_lookup(full)
+
+    def _build_lookup(self, full: np.ndarray) -> None:
+        """Bitmaps of ~32 bits per key (n-gram keys; the short items' keys) and the bucket directory."""
+        self.grams, self.grams_mask = _bitmap(self.keys[full])
+        self.shorts, self.shorts_mask = _bitmap(self.keys[~full])
+        n_keys = max(len(self.keys), 1)
+        dir_bits = max(1, int(np.ceil(np.log2(n_keys))))
+        self.dir_shift = _U(64 - dir_bits)
+        bucket_starts = (np.arange((1 << dir_bits) + 1, dtype=np.uint64) << self.dir_shift) if dir_bits < 64 else None
+        dirs = np.searchsorted(self.keys, bucket_starts[:-1]).astype(np.int64)
+        self.dirs = np.concatenate([dirs, [len(self.keys)]])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.keys, self.key_off, self.key_items, self.item_nkeys, self.grams, self.shorts,
+                                      self.dirs))
+
+    def scan(self, data: np.ndarray, offsets: np.ndarray):
+        """(doc, item, distinct keys matched, byte start, byte end) arrays for a batch of UTF-8 texts."""
+        return scan(data, offsets.astype(np.int64), self.lengths, self.whole_max, self.pw, self.min_info, self.grams,
+                    self.grams_mask, self.shorts, self.shorts_mask, self.dirs, self.dir_shift, self.keys, self.key_off, self.key_items)
+
+
+def _bitmap(keys: np.ndarray) -> tuple[np.ndarray, np.uint64]:
+    """A bitmap of ~32 bits per key over the keys' low bits, and its mask."""
+    bits = 1 << max(6, int(np.ceil(np.log2(32 * max(len(keys), 1)))))
+    bitmap = np.zeros(bits // 64, np.uint64)
+    low = keys & _U(bits - 1)
+    np.bitwise_or.at(bitmap, (low >> _U(6)).astype(np.int64), _U(1) << (low & _U(63)))
+    return bitmap, _U(bits - 1)
+
+
+def items_csr(texts: list[str | None], hashed: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Token hashes of every item as one CSR: texts tokenised here, hash-only items as shipped."""
+    encoded = [(t or "").encode("utf-8", "surrogatepass") for t in texts]
+    data = np.frombuffer(b"".join(encoded), np.uint8)
+    offsets = np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype(np.int64)
+    hashes, token_off = tokenize_all(data, offsets)
+    if not hashed:
+        return hashes, token_off
+    parts = [hashed[i] if i in hashed else hashes[token_off[i]:token_off[i + 1]] for i in range(len(texts))]
+    return (np.concatenate(parts).astype(np.uint64) if parts else np.zeros(0, np.uint64),
+            np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64))
