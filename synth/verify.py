@@ -97,6 +97,8 @@ _BROWSING = regex.compile(
     r"stack\s*overflow|reddit|wikipedia)\b"
     r"|\baccording\s+to\s+(?:my|a\s+quick|the\s+latest|recent)\s+(?:web\s+)?(?:search|browsing|googling)"
     r"|\b(?:after|upon|by)\s+(?:searching|browsing|googling)\b"
+    r"|\b(?:do|did|use|used|run|ran|perform|performed|make|made)\s+(?:a\s+|an\s+)?(?:quick\s+)?(?:internet|web|online|"
+    r"google)\s+search"
     r"|\bI\s+(?:can\s+see|see)\s+(?:on|from)\s+(?:the\s+)?(?:website|web\s*page|internet)",
     regex.I)
 _EXECUTION = regex.compile(
@@ -156,13 +158,20 @@ def _boxed(text: str) -> str | None:
     return None
 
 
+_ANSWER_IS = re.compile(r"\b(?:the\s+)?(?:final\s+)?answer\s+is\s*[:：]?\s*([^\n]+?)\s*(?:\.(?:\s|$)|\n|$)", re.I)
+
+
 def final_answer(text: str) -> str | None:
-    """The last `Answer: ...` line (or \\boxed{...}); markdown emphasis stripped."""
+    """The last `Answer: ...` line, else the last \\boxed{...}, else the last "the answer is ..."; quotes
+    and markdown emphasis stripped."""
     lines = _ANSWER_LINE.findall(text)
     found = lines[-1] if lines else _boxed(text)
     if found is None:
+        said = _ANSWER_IS.findall(text)
+        found = said[-1] if said else None
+    if found is None:
         return None
-    return found.strip().strip("*_`").strip().rstrip(".").strip()
+    return found.strip().strip("*_`\"'“”").strip().rstrip(".").strip()
 
 
 def _norm(s: str) -> str:
@@ -184,7 +193,10 @@ def answer_matches(got: str, reference: str, kind: str) -> bool:
 
     if kind == "integer":
         digits = re.sub(r"[\s,_]", "", got)
-        return bool(re.fullmatch(r"[-+]?\d+", digits)) and int(digits) == int(reference)
+        if re.fullmatch(r"[-+]?\d+", digits):
+            return int(digits) == int(reference)
+        return equivalent(got, reference)  # "2 + 3 = 5", "x = 5": the value after the last '='
+
     if kind in ("number", "expression"):
         return equivalent(got, reference)
     if kind == "sequence":
