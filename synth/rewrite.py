@@ -30,7 +30,7 @@ from assay.pipeline.schema import doc_id, dumps_meta, loads_meta
 from assay.pipeline.stage import register
 
 from . import verify
-from .llm.stage import SEGMENTS_TYPE, LLMParams, LLMStage, Tally, completion
+from .llm.stage import SEGMENTS_TYPE, LLMParams, LLMStage, Tally, completion, service_failure
 from .loop import rule_checks, run_checks, summary, tally
 from .templates import load_template, messages, render
 
@@ -127,7 +127,7 @@ class Rewrite(LLMStage):
         tally(results, tally_.counters)
         accepted = [(c, r) for c, r in enumerate(results) if r["ok"]][: self.params.keep]
         if not accepted:
-            return "no_valid_candidate", summary(results)
+            return service_failure(results) or ("no_valid_candidate", summary(results))
         fields = record_fields(row)
         source = self.params.source or f"synth-{self.template.name}"
         out = []

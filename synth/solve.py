@@ -22,7 +22,7 @@ from assay.pipeline.schema import doc_id, dumps_meta, loads_meta
 from assay.pipeline.stage import register
 
 from . import verify
-from .llm.stage import SEGMENTS_TYPE, LLMParams, LLMStage, Tally, completion
+from .llm.stage import SEGMENTS_TYPE, LLMParams, LLMStage, Tally, completion, service_failure
 from .loop import rule_checks, run_checks, summary, tally
 from .templates import load_template, messages
 
@@ -104,11 +104,13 @@ class Solve(LLMStage):
         for r in results:
             if r.get("sandbox"):
                 tally_.counters[f"sandbox.{r['sandbox']}"] += 1
+        if service_failure(results):
+            return service_failure(results)
         k, passes = len(results), sum(r["ok"] for r in results)
         rate = passes / k
         self.stats.histogram("pass_rate", [rate], PASS_RATE_EDGES)
         p = self.params
-        if rate < p.min_pass_rate:
+        if passes == 0 and p.emit == "solutions" or rate < p.min_pass_rate:
             return ("never_solved" if passes == 0 else "too_hard"), f"pass rate {passes}/{k}; {summary(results)}"
         if rate > p.max_pass_rate:
             return ("always_solved" if passes == k else "too_easy"), f"pass rate {passes}/{k}"

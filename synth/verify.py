@@ -102,9 +102,9 @@ _BROWSING = regex.compile(
     r"|\bI\s+(?:can\s+see|see)\s+(?:on|from)\s+(?:the\s+)?(?:website|web\s*page|internet)",
     regex.I)
 _EXECUTION = regex.compile(
-    r"\b(?:I|we)\s+(?:have\s+|just\s+)?(?:ran|run|executed|tested|compiled)\s+(?:the|this|your|my|our|it|these)?\s*"
-    r"(?:code|tests?|script|program|snippet|solution|function)?\s*(?:locally|on\s+my\s+machine|and\s+(?:it|they)\s+"
-    r"(?:works?|passe[sd]|succeeded|printed|returned|output))", regex.I)
+    r"\b(?:I|we)\s+(?:have\s+|just\s+)?(?:ran|run|executed|tested|compiled)\b[^.\n]{0,40}?"
+    r"(?:\blocally\b|\bon\s+my\s+machine\b|\band\s+(?:it|they|all|everything)\s+(?:\w+\s+)?(?:works?|worked|"
+    r"pass(?:es|ed)?|succeed(?:s|ed)?|print(?:s|ed)|return(?:s|ed)|output))", regex.I)
 
 
 def unverifiable_claims(text: str) -> Check:
@@ -171,7 +171,10 @@ def final_answer(text: str) -> str | None:
         found = said[-1] if said else None
     if found is None:
         return None
-    return found.strip().strip("*_`\"'“”").strip().rstrip(".").strip()
+    previous = None
+    while previous != found:  # "**42**." -> "42"
+        previous, found = found, found.strip().strip("*_`\"'“”").rstrip(".")
+    return found
 
 
 def _norm(s: str) -> str:

@@ -114,8 +114,8 @@ class LLMStage(ServiceStage):
         tally = Tally()
         try:
             result = job.run(self._ask_for(tally))
-        except PermanentError as exc:
-            result = {"ok": False, "reason": exc.reason, "detail": str(exc)[:300]}
+        except PermanentError as exc:  # the service refused or garbled this candidate: it is a reject
+            result = {"ok": False, "reason": exc.reason, "detail": str(exc)[:300], "service": True}
         return result, tally
 
     def process(self, table: pa.Table) -> pa.Table:
@@ -154,6 +154,13 @@ class LLMStage(ServiceStage):
     def _reject(self, row: dict, reason: str, detail: str) -> dict:
         empty = {name: None for name in self.columns if name not in row}  # a rejected row stays as it came
         return dict(row, **empty, **{PARENT_ID: row["id"], REJECT_REASON: reason, REJECT_DETAIL: detail[:500] or None})
+
+
+def service_failure(results: list[dict]) -> tuple[str, str] | None:
+    """When every candidate failed at the service (4xx, unusable answers), that reason rejects the row."""
+    if results and all(r.get("service") for r in results):
+        return results[0]["reason"], results[0].get("detail", "")
+    return None
 
 
 def completion(response: dict) -> tuple[str, str]:
