@@ -100,7 +100,8 @@ class Rewrite(LLMStage):
     def candidate(self, ask, c: int, fields: dict, source: str, script: str | None) -> dict:
         previous, steps = "", self.template.steps
         for n, step in enumerate(steps):
-            overrides = {k: v for k, v in (("max_tokens", step.max_tokens), ("temperature", step.temperature)) if v}
+            overrides = {k: v for k, v in (("max_tokens", step.max_tokens), ("temperature", step.temperature),
+                                           ("stop", step.stop)) if v is not None}
             text, finish = completion(ask(self.chat_request(messages(step, {**fields, "previous": previous}), c,
                                                             **overrides)))
             if finish == "length" and n < len(steps) - 1:  # a cut-off outline would poison the next step

@@ -28,7 +28,7 @@ mode is announced on stderr and recorded in every verdict; `isolation="require"`
 """
 from __future__ import annotations
 
-import json
+import marshal
 import math
 import os
 import shutil
@@ -217,7 +217,7 @@ def _execute(argv: list[str], files: dict[str, str | bytes], limits: Limits, iso
                     "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"},
         }
         prefix = _unshare_prefix() if isolate else []
-        command = [*(prefix or []), sys.executable, "-I", "-S", str(INIT), json.dumps(cfg)]
+        command = [*(prefix or []), sys.executable, "-I", "-S", str(INIT), marshal.dumps(cfg).hex()]
         started = time.monotonic()
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 pass_fds=(status_w,), start_new_session=True, cwd=job)
@@ -247,9 +247,9 @@ def _execute(argv: list[str], files: dict[str, str | bytes], limits: Limits, iso
         wall = time.monotonic() - started
         for tail in (out, err):
             tail.thread.join(timeout=2)
-        with os.fdopen(status_r) as fh:
+        with os.fdopen(status_r, "rb") as fh:
             raw = fh.read()
-        status = json.loads(raw) if raw.strip() else {}
+        status = marshal.loads(raw) if raw else {}
         result = Result(verdict="error", wall_s=round(wall, 3), cpu_s=status.get("cpu_s"), stdout_tail=out.text(),
                         stderr_tail=err.text(), stdout_bytes=out.total, stderr_bytes=err.total,
                         isolation="namespaces" if isolate else "none")

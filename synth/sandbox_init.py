@@ -1,4 +1,6 @@
-"""The first process inside a sandbox (stdlib only; run as `python -I -S sandbox_init.py CONFIG`).
+"""The first process inside a sandbox (run as `python -I -S sandbox_init.py CONFIG`; CONFIG is a
+marshal-encoded dict in hex). It imports only built-in modules (ctypes only when isolating): it runs
+once per execution, so its start-up time is the sandbox's overhead.
 
 `unshare` starts it as pid 1 of fresh mount, network, pid, IPC and UTS namespaces (plus a user
 namespace when the caller is not root). It then:
@@ -17,12 +19,9 @@ namespace when the caller is not root). It then:
 With `isolate: false` (no namespaces available) it only applies the limits and runs the program in
 the job directory; the host side says so loudly.
 """
-import ctypes
-import json
+import marshal
 import os
 import resource
-import shutil
-import signal
 import sys
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -31,9 +30,17 @@ MNT_DETACH = 2
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECUREBITS, PR_CAP_AMBIENT = 24, 38, 28, 47
 PR_SET_PDEATHSIG = 1
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+SIGKILL = 9
 NOBODY = 65534
+libc = ctypes = None  # loaded by _load_libc() when isolating
 
-libc = ctypes.CDLL(None, use_errno=True)
+
+def _load_libc():
+    global libc, ctypes
+    import ctypes as _ctypes
+
+    ctypes = _ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _check(result, what):
@@ -45,6 +52,16 @@ def _check(result, what):
 def _mount(src, target, fstype, flags, data=None):
     enc = lambda s: None if s is None else s.encode()  # noqa: E731
     _check(libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+
+
+def _copy_tree(src, dst):
+    for base, dirs, files in os.walk(src):
+        rel = os.path.relpath(base, src)
+        target = dst if rel == "." else os.path.join(dst, rel)
+        os.makedirs(target, exist_ok=True)
+        for name in files:
+            with open(os.path.join(base, name), "rb") as fin, open(os.path.join(target, name), "wb") as fout:
+                fout.write(fin.read())
 
 
 def _bind_ro(src, target):
@@ -101,7 +118,7 @@ def build_root(cfg):
     work = root + "/sandbox"
     os.makedirs(work)
     _mount("tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV, f"size={cfg['disk_mb']}m,mode=0755{owner}")
-    shutil.copytree(cfg["job_dir"], work, dirs_exist_ok=True)
+    _copy_tree(cfg["job_dir"], work)
     os.makedirs(work + "/tmp")
     if cfg["as_nobody"]:
         for base, dirs, files in os.walk(work):
@@ -150,19 +167,20 @@ def set_limits(cfg):
 
 
 def main():
-    cfg = json.loads(sys.argv[1])
+    cfg = marshal.loads(bytes.fromhex(sys.argv[1]))
     os.set_inheritable(cfg["status_fd"], False)  # the program must not be able to forge its own report
-    status = os.fdopen(cfg["status_fd"], "w")
+    status = os.fdopen(cfg["status_fd"], "wb")
     try:
         if cfg["isolate"]:
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # `unshare` dies -> pid 1 dies -> all die
+            _load_libc()
+            libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)  # `unshare` dies -> pid 1 dies -> all die
             build_root(cfg)
             drop_privileges(cfg)
             cwd = "/sandbox"
         else:
             cwd = cfg["job_dir"]
     except Exception as exc:  # noqa: BLE001 - reported to the host, which decides what to do
-        status.write(json.dumps({"setup_error": f"{type(exc).__name__}: {exc}"}))
+        status.write(marshal.dumps({"setup_error": f"{type(exc).__name__}: {exc}"}))
         status.close()
         os._exit(125)
     pid = os.fork()
@@ -185,7 +203,7 @@ def main():
                 report["signal"] = os.WTERMSIG(code)
             else:
                 report["exit"] = os.WEXITSTATUS(code)
-            status.write(json.dumps(report))
+            status.write(marshal.dumps(report))
             break
     status.close()
     os._exit(0)

@@ -71,7 +71,13 @@ class Solve(LLMStage):
         from .sandbox import Limits
 
         self.limits = Limits(timeout_s=p.sandbox_timeout_s, memory_mb=p.sandbox_memory_mb)
+        self._rates: list[float] = []
         super().setup()
+
+    def after_batch(self) -> None:
+        if self._rates:  # one histogram call per batch: numpy's per-call cost is not per item
+            self.stats.histogram("pass_rate", self._rates, PASS_RATE_EDGES)
+            self._rates = []
 
     def jobs(self, row: dict):
         item = item_of(row)
@@ -108,7 +114,7 @@ class Solve(LLMStage):
             return service_failure(results)
         k, passes = len(results), sum(r["ok"] for r in results)
         rate = passes / k
-        self.stats.histogram("pass_rate", [rate], PASS_RATE_EDGES)
+        self._rates.append(rate)
         p = self.params
         if passes == 0 and p.emit == "solutions" or rate < p.min_pass_rate:
             return ("never_solved" if passes == 0 else "too_hard"), f"pass rate {passes}/{k}; {summary(results)}"

@@ -27,6 +27,7 @@ class Step(BaseModel):
     user: str
     max_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0, le=2)
+    stop: list[str] | None = None  # generation ends at any of these (not included in the output)
 
 
 class Template(BaseModel):

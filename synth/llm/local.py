@@ -15,7 +15,6 @@ import time
 import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
 
 
 class BadRequest(ValueError):

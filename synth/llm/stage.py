@@ -147,9 +147,13 @@ class LLMStage(ServiceStage):
             else:
                 out.extend(dict(row, **{PARENT_ID: row["id"], REJECT_REASON: None, REJECT_DETAIL: None}, **new)
                            for new in finished)
+        self.after_batch()
         schema = self.output_schema([table.schema])
         schema = schema.append(pa.field(REJECT_REASON, pa.string())).append(pa.field(REJECT_DETAIL, pa.string()))
         return pa.Table.from_pylist(out, schema=schema)
+
+    def after_batch(self) -> None:
+        """Called once a batch is finished (batch-level statistics)."""
 
     def _reject(self, row: dict, reason: str, detail: str) -> dict:
         empty = {name: None for name in self.columns if name not in row}  # a rejected row stays as it came

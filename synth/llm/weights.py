@@ -102,6 +102,7 @@ def converted(gguf: Path, name: str) -> Path:
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
         work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=models_dir()))
+        work.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
         state = {k: v.contiguous() for k, v in model.state_dict().items()}
         if model.config.tie_word_embeddings:
             state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared storage
