@@ -95,6 +95,7 @@ def _mirror(root, path):
 
 def build_root(cfg):
     root = cfg["root_dir"]
+    libc.sethostname(b"sandbox", 7)  # our own UTS namespace: the host's name is not the program's business
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
     bound = []
     for path in sorted(cfg["ro_paths"]):
@@ -127,7 +128,7 @@ def build_root(cfg):
     os.makedirs(root + "/tmp", exist_ok=True)
     _mount(work + "/tmp", root + "/tmp", None, MS_BIND)
     os.makedirs(root + "/proc", exist_ok=True)
-    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
     os.chdir(root)
     _check(libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], b".", b"."), "pivot_root")
     _check(libc.umount2(b".", MNT_DETACH), "detach the old root")

@@ -13,6 +13,7 @@ text) or `tests` (Python test code importing `solution`). The generators' output
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 import pyarrow as pa
@@ -66,8 +67,8 @@ class Solve(LLMStage):
 
     def setup(self) -> None:
         p = self.params
-        self.templates = {name: load_template(name if p.template == "auto" else p.template)
-                          for name in ("solve", "solve_code")}
+        auto = Path(p.template).name == "auto" and not Path(p.template).suffix  # recipes make it absolute
+        self.templates = {name: load_template(name if auto else p.template) for name in ("solve", "solve_code")}
         from .sandbox import Limits
 
         self.limits = Limits(timeout_s=p.sandbox_timeout_s, memory_mb=p.sandbox_memory_mb)

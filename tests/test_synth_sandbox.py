@@ -139,3 +139,10 @@ def test_cli_prints_a_json_verdict(tmp_path):
     verdict = json.loads(done.stdout)
     assert done.returncode == 1 and verdict["verdict"] == "timeout"
     assert {"exit_code", "signal", "stdout_tail", "stderr_tail", "isolation"} <= set(verdict)
+
+
+def test_without_isolation_the_limits_still_hold_and_it_says_so():
+    spin = run_python("while True:\n    pass\n", limits=Limits(timeout_s=1, cpu_s=1), isolation="off")
+    bomb = run_python("x = bytearray(8 << 30)\n", limits=FAST, isolation="off")
+    assert spin.verdict == "timeout" and bomb.verdict == "memory"
+    assert spin.isolation == "none" and bomb.isolation == "none"

@@ -31,6 +31,8 @@ class _Seq:
     stop: list[str]
     future: Future
     index: int  # choice index within its request
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
 
 
 def _sampling(request: dict, key: str, default, kind, lo=None, hi=None):
@@ -89,6 +91,8 @@ class LocalChatModel:
         max_tokens = _sampling(request, "max_tokens", request.get("max_completion_tokens", 256), int, 1, self.cap)
         temperature = _sampling(request, "temperature", 1.0, float, 0.0, 5.0)
         top_p = _sampling(request, "top_p", 1.0, float, 0.0, 1.0)
+        frequency = _sampling(request, "frequency_penalty", 0.0, float, -2.0, 2.0)
+        presence = _sampling(request, "presence_penalty", 0.0, float, -2.0, 2.0)
         seed = request.get("seed")
         if seed is not None and not isinstance(seed, int):
             raise BadRequest("'seed' must be an integer")
@@ -102,7 +106,8 @@ class LocalChatModel:
             raise BadRequest(f"prompt ({len(prompt)} tokens) + max_tokens ({max_tokens}) exceeds the context "
                              f"length {self.context}")
         base = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
-        seqs = [_Seq(prompt, max_tokens, temperature, top_p, base + i, stop, Future(), i) for i in range(n)]
+        seqs = [_Seq(prompt, max_tokens, temperature, top_p, base + i, stop, Future(), i, frequency, presence)
+                for i in range(n)]
         for seq in seqs:
             self._queue.put(seq)
         outputs = [seq.future.result() for seq in seqs]
@@ -178,7 +183,12 @@ class LocalChatModel:
                     if reason[r] is not None:
                         nxt.append(self.pad_id)
                         continue
-                    token = self._pick(logits[r], seq, gens[r])
+                    row = logits[r]
+                    if (seq.frequency_penalty or seq.presence_penalty) and out[r]:  # OpenAI semantics
+                        seen, counts = torch.unique(torch.tensor(out[r], device=row.device), return_counts=True)
+                        row = row.clone()
+                        row[seen] -= seq.frequency_penalty * counts.to(row.dtype) + seq.presence_penalty
+                    token = self._pick(row, seq, gens[r])
                     if token in self.stop_ids:
                         reason[r] = "stop"
                     else:

@@ -34,6 +34,8 @@ class LLMParams(ServiceParams):
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling mass")
     max_tokens: int = Field(512, ge=1, description="Most tokens per generation")
     seed: int = Field(0, description="Base seed; candidate i samples with seed + i (and is cached as such)")
+    frequency_penalty: float = Field(0.0, ge=-2, le=2, description="Penalty per earlier use of a token (OpenAI)")
+    presence_penalty: float = Field(0.0, ge=-2, le=2, description="Penalty for any earlier use of a token (OpenAI)")
 
 
 @dataclass
@@ -87,6 +89,9 @@ class LLMStage(ServiceStage):
         p = self.params
         request = {"model": p.model, "messages": messages, "temperature": p.temperature, "top_p": p.top_p,
                    "max_tokens": p.max_tokens, "seed": p.seed + candidate}
+        for name in ("frequency_penalty", "presence_penalty"):  # only when set: cache keys stay as they were
+            if getattr(p, name):
+                request[name] = getattr(p, name)
         request.update(overrides)
         return request
 
