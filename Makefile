@@ -29,7 +29,10 @@ check-java: setup
 	       echo "Install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless) for the Spark engine."; exit 1; }
 
 demo: setup
-	$(BIN)/assay run examples/recipes/demo.yaml --workdir runs/demo
+	$(BIN)/assay run examples/recipes/demo.yaml --workdir runs/demo --no-report
+	$(BIN)/assay mix build examples/mixtures/step35-mini.yaml runs/demo/mix-step35 --no-report
+	$(BIN)/assay mix build examples/mixtures/mimo-mini.yaml runs/demo/mix-mimo --no-report
+	$(BIN)/assay report runs/demo
 
 # Exit code 5 means pytest collected no tests: that is a failure here, never a silent pass.
 test: check-java

@@ -1,28 +1,25 @@
 """Extraction benchmark: Assay vs trafilatura's default `extract()`, side by side in one run.
 
-1. Accuracy and speed on the Article Extraction Benchmark (../shared/data/extraction/aeb, 181 pages):
-   the AEB protocol (evaluate.py of scrapinghub/article-extraction-benchmark, re-implemented here):
-   \\w+ tokens, 4-token shingles, per-page precision/recall with tp/fp/fn normalised per page, then
-   averaged over pages; F1 from the averaged precision and recall.
-2. Math and code on the magic-html pages that carry formulas or <pre> blocks, plus pages written
-   here for each markup (MathJax text delimiters, <script type="math/tex">, KaTeX, MathML,
-   AsciiMath, <pre><code class="language-x">):
-   - formula recall: share of formulas (TeX source found in the page) that appear in the output,
-     compared with whitespace removed;
-   - code exact-match: share of main-content <pre> blocks whose text appears verbatim (blank lines and
-     indentation included) in the output.
-3. Forum and Q&A threads: the 103 magic-html forum pages (StackExchange, Discourse, XenForo,
-   phpBB, Reddit, Chinese BBSes, ...) against their ground-truth main text (question and answers):
-   token precision/recall per page (\\w+ runs; CJK characters one token each, since the pages are
-   multilingual), averaged over pages; F1 from the averages.
-4. Watchdog overhead: the same AEB pages through the per-page child process (limits.Watchdog).
+1. AEB (../shared/data/extraction/aeb, 181 pages): the AEB protocol (evaluate.py of
+   scrapinghub/article-extraction-benchmark, re-implemented here): \\w+ tokens, 4-token shingles,
+   per-page precision/recall with tp/fp/fn normalised per page, averaged; pages per CPU-second,
+   interleaved page by page; the watchdog's overhead.
+2. Snippets on the real AEB + magic-html pages of the split: must-contain sentences of the ground truth
+   (start, middle, end) and must-not-contain page text outside it; accuracy = checks passed.
+3. Forum and Q&A threads: the 103 magic-html forum pages, token precision/recall per page.
+4. Math and code: formula recall and code recall on magic-html pages with formulas/<pre>, and per
+   generated family (benchmarks/extraction_pages.py: real renderers, known LaTeX and code).
+5. Wall time through the CLI (`assay extract html DIR OUT --workers 1`, default params) against a
+   Python process running trafilatura's default extract() on the same files, start-up included.
 
-Run:  python benchmarks/extraction.py   (writes benchmarks/results/extraction.json)
+Run:  python benchmarks/extraction.py [--split dev|heldout]
+      (heldout → benchmarks/results/extraction.json, dev → extraction-dev.json)
 """
 from __future__ import annotations
 
 import argparse
 import gzip
+import os
 import json
 import platform
 import re
@@ -185,34 +182,6 @@ def math_code_scores(pages: list[dict], fn) -> dict[str, float]:
             "code_exact_match": c_hit / c_all if c_all else None, "code_blocks": c_all}
 
 
-FILL = "This paragraph carries enough ordinary words to look like the main content of an article page. " * 2
-CODE_PY = 'import math\n\n\ndef area(r):\n    """Blank lines and indentation must survive."""\n    return math.pi * r ** 2\n'
-CODE_JS = "function add(a, b) {\n  // two-space indent\n\n  return a + b;\n}"
-
-
-def written_pages() -> list[dict]:
-    """One page per markup; formulas and code known by construction."""
-    def page(body: str) -> str:
-        return (f"<html><head><title>t</title></head><body><nav><a href='/'>Home</a> <a href='/x'>Blog</a></nav>"
-                f"<article><h1>Notes</h1><p>{FILL}</p>{body}<p>{FILL}</p></article>"
-                f"<footer>Copyright 2024 Example. All rights reserved.</footer></body></html>")
-
-    return [
-        {"name": "mathjax-delimiters", "html": page(f"<p>Inline \\(a_i + b_{{ij}}\\) and display \\[\\int_0^1 x^2\\,dx = \\frac{{1}}{{3}}\\] and $$e^{{i\\pi}} + 1 = 0$$. {FILL}</p>"),
-         "formulas": ["a_i + b_{ij}", "\\int_0^1 x^2\\,dx = \\frac{1}{3}", "e^{i\\pi} + 1 = 0"], "code": []},
-        {"name": "script-math-tex", "html": page(f"<p>Energy <script type='math/tex'>E = mc^2</script> and <script type='math/tex; mode=display'>\\sum_{{n=1}}^\\infty \\frac{{1}}{{n^2}} = \\frac{{\\pi^2}}{{6}}</script>. {FILL}</p>"),
-         "formulas": ["E = mc^2", "\\sum_{n=1}^\\infty \\frac{1}{n^2} = \\frac{\\pi^2}{6}"], "code": []},
-        {"name": "katex", "html": page(f"<p>Cost <span class='katex'><span class='katex-mathml'><math><semantics><mrow><mi>O</mi></mrow><annotation encoding='application/x-tex'>O(n \\log n)</annotation></semantics></math></span><span class='katex-html' aria-hidden='true'>O(nlogn)</span></span> overall. {FILL}</p>"),
-         "formulas": ["O(n \\log n)"], "code": []},
-        {"name": "mathml", "html": page(f"<p>Square <math><msup><mi>x</mi><mn>2</mn></msup></math> and <math display='block'><mfrac><mi>a</mi><mi>b</mi></mfrac></math> and <math><msqrt><mi>y</mi></msqrt></math>. {FILL}</p>"),
-         "formulas": ["x^2", "\\frac{a}{b}", "\\sqrt{y}"], "code": []},
-        {"name": "asciimath", "html": page(f"<p>Root <script type='math/asciimath'>sqrt(x)</script> here. {FILL}</p>"),
-         "formulas": ["\\sqrt{x}"], "code": []},
-        {"name": "pre-code-language", "html": page(f"<p>Python first. {FILL}</p><pre><code class='language-python'>{CODE_PY}</code></pre><p>Then JS. {FILL}</p><pre class='lang-js'><code>{CODE_JS}</code></pre>"),
-         "formulas": [], "code": [CODE_PY.strip("\n"), CODE_JS]},
-    ]
-
-
 def magic_html_pages(limit: int | None) -> list[dict]:
     pages = []
     for kind in ("article", "forum"):
@@ -261,49 +230,294 @@ def token_scores(pages: dict[str, tuple[str, str]], outs: dict[str, str]) -> dic
     return {"f1": f1, "precision": precision, "recall": recall}
 
 
+# ---- snippets: must-contain / must-not-contain on real pages ----------------------------------
+
+_SENT = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_SNIP_NORM = re.compile(r"[\s`*_#>|]+")
+
+
+def _snip_norm(s: str) -> str:
+    return _SNIP_NORM.sub(" ", s).strip()
+
+
+def real_pages() -> dict[str, tuple[str, str]]:
+    """key → (html, ground-truth main text) for the AEB and magic-html pages."""
+    pages = {}
+    aeb = json.loads((DATA / "aeb" / "ground-truth.json").read_text())
+    for path in sorted((DATA / "aeb" / "html").glob("*.html.gz")):
+        key = path.name.split(".")[0]
+        pages[f"aeb/{key}"] = (gzip.open(path).read().decode("utf-8", "replace"), aeb[key]["articleBody"])
+    for kind in ("article", "forum"):
+        folder = DATA / "magic-html" / "benchmark" / "data" / kind
+        truth = json.loads((folder / "base.json").read_text())
+        for path in sorted((folder / "htmls").glob("*.html.gz")):
+            key = path.name.split(".")[0]
+            if key in truth:
+                pages[f"magic-{kind}/{key[:16]}"] = (gzip.open(path).read().decode("utf-8", "replace"), truth[key]["content"])
+    return pages
+
+
+def page_split(key: str) -> str:
+    """Real pages split like the generated ones: by a hash of the page id."""
+    import hashlib
+
+    return "dev" if hashlib.sha1(key.encode()).digest()[0] % 2 == 0 else "heldout"
+
+
+def make_snippets(key: str, html: str, truth: str, seed: int = 0) -> dict[str, list[str]]:
+    """Up to 3 must-contain snippets (sentences of the ground truth from its start, middle and end, so
+    a long page cut short fails) and up to 3 must-not-contain snippets (visible text of the page
+    outside the ground truth: menus, footers, teasers), chosen by a seeded RNG."""
+    import random
+
+    from lxml import html as lxml_html
+
+    rng = random.Random(f"{seed}:{key}")
+    tree = lxml_html.fromstring(html)
+    for bad in tree.xpath("//script|//style|//head|//noscript|//template|//h1|//h2|//h3|//h4|//h5|//h6|//title"):
+        bad.drop_tree()
+    visible = _snip_norm(tree.text_content())
+    truth_n = _snip_norm(truth)
+    sents = [s for s in (_snip_norm(x) for x in _SENT.split(truth)) if 25 <= len(s) <= 200 and s in visible]
+    contain = []
+    if sents:
+        thirds = [sents[: max(1, len(sents) // 3)], sents[len(sents) // 3: 2 * len(sents) // 3] or sents,
+                  sents[2 * len(sents) // 3:] or sents]
+        contain = list(dict.fromkeys(rng.choice(part) for part in thirds))
+    truth_words = set(re.findall(r"\w+", truth.lower()))
+    others = []
+    for text in tree.xpath("//body//text()"):
+        t = _snip_norm(str(text))
+        if not 20 <= len(t) <= 150 or t in truth_n:
+            continue
+        words = re.findall(r"\w+", t.lower())
+        if len(words) >= 3 and sum(w in truth_words for w in words) < 0.5 * len(words):
+            others.append(t)
+    others = sorted(set(others))
+    return {"contain": contain, "not_contain": rng.sample(others, min(3, len(others)))}
+
+
+def snippet_accuracy(snippets: dict[str, dict], outs: dict[str, str]) -> dict[str, float]:
+    """Share of snippet checks passed (each must-contain found, each must-not-contain absent)."""
+    ok = total = c_ok = c_all = n_ok = n_all = 0
+    for key, snip in snippets.items():
+        out = _snip_norm(outs.get(key, ""))
+        for s in snip["contain"]:
+            c_all += 1
+            c_ok += s in out
+        for s in snip["not_contain"]:
+            n_all += 1
+            n_ok += s not in out
+    ok, total = c_ok + n_ok, c_all + n_all
+    return {"accuracy": ok / total if total else None, "checks": total,
+            "contain_recall": c_ok / c_all if c_all else None, "not_contain_ok": n_ok / n_all if n_all else None}
+
+
+# ---- generated families (benchmarks/extraction_pages.py) -------------------------------------
+
+_OUT_FORMULA = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$", re.S)
+
+
+def formula_leaves(tex: str) -> str | None:
+    """The symbols of a formula in reading order (latex2mathml's MathML leaves, NFKC, no invisible
+    operators): what a MathML page without TeX can be checked by, since its TeX spelling is gone."""
+    import unicodedata
+
+    from latex2mathml.converter import convert
+    from lxml import etree
+
+    try:
+        root = etree.fromstring(convert(tex).encode())
+    except Exception:  # latex2mathml raises many types on TeX it does not know
+        return None
+    out = []
+    for el in root.iter():
+        if isinstance(el.tag, str) and el.tag.rsplit("}", 1)[-1] in ("mi", "mn", "mo", "mtext", "ms") and el.text:
+            out.append(re.sub(r"[\u2061-\u2064\u200b\s]", "", unicodedata.normalize("NFKC", el.text)))
+    return "".join(out)
+
+
+def generated_scores(folder: Path, fn) -> dict[str, dict]:
+    """Per family: formula recall (TeX found in the output with whitespace removed; for MathML-only
+    families the formula's symbols found in one output formula) and code recall (block found with
+    its lines verbatim, trailing spaces aside)."""
+    truth = json.loads((folder / "truth.json").read_text())
+    fams: dict[str, list[int]] = {}
+    for name, t in truth.items():
+        out = fn((folder / name).read_text(encoding="utf-8"))
+        out_nows, out_lines = _nows(out), _norm_lines(out)
+        out_leaves = None
+        row = fams.setdefault(t["family"], [0, 0, 0, 0])
+        for f in t["formulas"]:
+            row[1] += 1
+            if f["match"] == "tex":
+                row[0] += _nows(f["tex"]) in out_nows
+            else:
+                if out_leaves is None:
+                    out_leaves = [formula_leaves(a or b) for a, b in _OUT_FORMULA.findall(out)]
+                want = formula_leaves(f["tex"])
+                row[0] += bool(want) and any(x and want in x for x in out_leaves)
+        for code in t["code"]:
+            row[3] += 1
+            row[2] += _norm_lines(code) in out_lines
+    result = {fam: {"formula_recall": r[0] / r[1] if r[1] else None, "formulas": r[1],
+                    "code_recall": r[2] / r[3] if r[3] else None, "code_blocks": r[3]} for fam, r in sorted(fams.items())}
+    tot = [sum(r[i] for r in fams.values()) for i in range(4)]
+    result["ALL"] = {"formula_recall": tot[0] / tot[1] if tot[1] else None, "formulas": tot[1],
+                     "code_recall": tot[2] / tot[3] if tot[3] else None, "code_blocks": tot[3]}
+    return result
+
+
+# ---- wall time through the command line --------------------------------------------------------
+
+TRAFILATURA_CLI = """
+import json, pathlib, sys
+import trafilatura
+out = open(sys.argv[2], "w", encoding="utf-8")
+for path in sorted(pathlib.Path(sys.argv[1]).rglob("*.html")):
+    text = trafilatura.extract(path.read_bytes()) or ""
+    out.write(json.dumps({"path": str(path), "text": text}) + "\\n")
+"""
+
+
+def cli_wall_time(folder: Path, rounds: int) -> dict[str, float]:
+    """Seconds for `assay extract html DIR OUT --workers 1` (default params: per-page watchdog,
+    Parquet output) and for a Python process running trafilatura's default extract() over the same
+    files, start-up included for both; alternated `rounds` times, median reported."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    import resource
+
+    assay_bin = Path(sys.executable).with_name("assay")
+    times: dict[str, list[float]] = {"assay": [], "trafilatura": []}
+    # CPU seconds of the command and its children (the watchdog's child included: it is waited for):
+    # on a shared machine the wall clock also counts other users' load, the CPU time does not.
+    cpu: dict[str, list[float]] = {"assay": [], "trafilatura": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(rounds):
+            for name in ("assay", "trafilatura"):
+                out = Path(tmp) / name
+                shutil.rmtree(out, ignore_errors=True)
+                cmd = ([str(assay_bin), "extract", "html", str(folder), str(out), "--workers", "1"] if name == "assay"
+                       else [sys.executable, "-c", TRAFILATURA_CLI, str(folder), str(out)])
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t0 = time.perf_counter()
+                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                times[name].append(time.perf_counter() - t0)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[name].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
+    return {"assay_s": med["assay"], "trafilatura_s": med["trafilatura"],
+            "speedup": med["trafilatura"] / med["assay"], "assay_cpu_s": med_cpu["assay"],
+            "trafilatura_cpu_s": med_cpu["trafilatura"], "cpu_speedup": med_cpu["trafilatura"] / med_cpu["assay"],
+            "rounds": rounds, "all": times, "all_cpu": cpu, "load_average": os.getloadavg()}
+
+
+def _cli_folder(real: dict[str, tuple[str, str]], generated: Path, dest: Path) -> int:
+    """The pages of the run as plain .html files in one folder (what a user points the CLI at)."""
+    import shutil
+
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    n = 0
+    for key, (html, _) in real.items():
+        (dest / (key.replace("/", "__") + ".html")).write_text(html, encoding="utf-8")
+        n += 1
+    for path in generated.rglob("*.html"):
+        (dest / f"gen__{path.parent.name}__{path.name}").write_bytes(path.read_bytes())
+        n += 1
+    return n
+
+
 # ---- main --------------------------------------------------------------------------------------
+
+def _ensure_bench_deps() -> None:
+    """The page generator's renderers are benchmark-only dependencies: installed on first use."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    needed = ("pypandoc", "latex2mathml", "markdown", "mdx_math", "pymdownx", "docutils", "pygments")
+    if any(importlib.util.find_spec(m) is None for m in needed):
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
+                        str(ROOT / "benchmarks" / "requirements-extraction.txt")], check=True)
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--limit", type=int, default=None, help="use only the first N AEB pages (quick check)")
+    ap.add_argument("--split", choices=("dev", "heldout"), default="heldout",
+                    help="which half of the generated families and real pages to score (dev: to look at)")
+    ap.add_argument("--per-family", type=int, default=12, help="generated pages per family")
+    ap.add_argument("--rounds", type=int, default=3, help="alternated CLI timing rounds (median reported)")
+    ap.add_argument("--no-cli", action="store_true", help="skip the command-line wall-time comparison")
     args = ap.parse_args()
 
-    truth = json.loads((DATA / "aeb" / "ground-truth.json").read_text())
-    paths = sorted((DATA / "aeb" / "html").glob("*.html.gz"))[: args.limit]
-    pages = {p.name.split(".")[0]: gzip.open(p).read().decode("utf-8") for p in paths}
-    truth = {k: truth[k]["articleBody"] for k in pages}
+    import sys
 
     import trafilatura
 
+    _ensure_bench_deps()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from extraction_pages import generate
+
     from assay.extractors.html import extract_html
 
-    for html in list(pages.values())[:3]:  # warm imports and caches for both
-        trafilatura_default(html)
-        extract_html({"html": html})
+    systems = {"trafilatura (default extract)": trafilatura_default, "assay precise": assay("precise"),
+               "assay fast": assay("fast")}
+    for html in ("<html><body><p>warm</p></body></html>",):
+        for fn in systems.values():
+            fn(html)
 
-    systems = {"trafilatura (default extract)": trafilatura_default,
-               "assay precise": assay("precise"), "assay fast": assay("fast")}
+    # 1. AEB (all 181 pages: the published protocol) with in-process CPU speed.
+    truth = json.loads((DATA / "aeb" / "ground-truth.json").read_text())
+    paths = sorted((DATA / "aeb" / "html").glob("*.html.gz"))
+    pages = {p.name.split(".")[0]: gzip.open(p).read().decode("utf-8") for p in paths}
+    truth = {k: truth[k]["articleBody"] for k in pages}
     outs, rates = timed_interleaved(systems, pages)
-    aeb: dict[str, dict] = {name: dict(aeb_scores(truth, outs[name]), pages_per_s=rates[name]) for name in systems}
-    overhead = watchdog_overhead(pages)
-
+    aeb = {name: dict(aeb_scores(truth, outs[name]), pages_per_s=rates[name]) for name in systems}
     base = aeb["trafilatura (default extract)"]
     for row in aeb.values():
         row["f1_vs_trafilatura"] = row["f1"] - base["f1"]
         row["speed_vs_trafilatura"] = row["pages_per_s"] / base["pages_per_s"]
+    overhead = watchdog_overhead(pages)
 
+    # 2. Snippets on the real pages of the split (AEB + magic-html article and forum).
+    real = {k: v for k, v in real_pages().items() if page_split(k) == args.split}
+    snippets = {k: make_snippets(k, html, gt) for k, (html, gt) in real.items()}
+    real_outs, _ = timed_interleaved(systems, {k: html for k, (html, _) in real.items()})
+    snip = {}
+    for group in ("aeb", "magic-article", "magic-forum", ""):
+        keys = [k for k in real if k.startswith(group)]
+        snip[group or "ALL"] = {name: snippet_accuracy({k: snippets[k] for k in keys}, real_outs[name])
+                                for name in systems}
+        snip[group or "ALL"]["pages"] = len(keys)
+
+    # 3. Forum threads (all 103 magic-html forum pages, token P/R against their ground truth).
     fpages = forum_pages()
     f_outs, f_rates = timed_interleaved(systems, {k: html for k, (html, _) in fpages.items()})
     forum = {name: dict(token_scores(fpages, f_outs[name]), pages_per_s=f_rates[name]) for name in systems}
 
-    mc_sets = {"magic-html": magic_html_pages(None), "written": written_pages()}
-    mathcode = {}
-    for set_name, mc_pages in mc_sets.items():
-        for name, fn in (("trafilatura (default extract)", trafilatura_default), ("assay precise", assay("precise")),
-                         ("assay fast", assay("fast"))):
-            mathcode.setdefault(set_name, {})[name] = math_code_scores(mc_pages, fn)
-        mathcode[set_name]["pages"] = len(mc_pages)
+    # 4. Math and code: magic-html pages with formulas/<pre>, and every generated family.
+    gen_dir = generate(args.split, args.per_family)
+    mathcode = {"magic-html": {name: math_code_scores(magic_html_pages(None), fn) for name, fn in systems.items()}}
+    generated = {name: generated_scores(gen_dir, fn) for name, fn in systems.items()}
 
+    # 5. Wall time through the CLI, one worker, start-up included, on every page of this run.
+    cli = None
+    if not args.no_cli:
+        folder = ROOT / ".bench" / "extraction-cli" / args.split
+        n_pages = _cli_folder(real, gen_dir, folder)
+        cli = dict(cli_wall_time(folder, args.rounds), pages=n_pages)
+
+    names = list(systems)
     print(f"\nAEB: {len(pages)} pages (F1/precision/recall per the AEB protocol; pages per CPU-second, interleaved)")
     print(f"{'system':32} {'F1':>7} {'prec':>7} {'recall':>7} {'pages/s':>9} {'ΔF1':>7} {'speed×':>7}")
     for name, r in aeb.items():
@@ -311,27 +525,41 @@ def main() -> None:
               f"{r['f1_vs_trafilatura']:+7.4f} {r['speed_vs_trafilatura']:7.2f}")
     print(f"watchdog (per-page child process, wall clock): {overhead['in_process']:.1f} pages/s in-process, "
           f"{overhead['watchdog']:.1f} pages/s isolated, overhead {overhead['overhead_pct']:+.1f}%")
+    print(f"\nSnippet accuracy, {args.split} real pages (must-contain found and must-not-contain absent)")
+    print(f"{'group':16} {'pages':>6} " + " ".join(f"{n[:22]:>24}" for n in names))
+    for group, rows in snip.items():
+        print(f"{group:16} {rows['pages']:6d} " + " ".join(
+            f"{_fmt(rows[n]['accuracy']):>11} ({rows[n]['checks']:4d} checks)" for n in names))
     print(f"\nForum/Q&A threads: {len(fpages)} magic-html forum pages (token P/R per page, averaged)")
-    print(f"{'system':32} {'F1':>7} {'prec':>7} {'recall':>7} {'pages/s':>9}")
     for name, r in forum.items():
-        print(f"{name:32} {r['f1']:7.4f} {r['precision']:7.4f} {r['recall']:7.4f} {r['pages_per_s']:9.1f}")
-    for set_name, rows in mathcode.items():
-        print(f"\nMath and code, {set_name} pages ({rows['pages']})")
-        print(f"{'system':32} {'formula recall':>15} {'(n)':>5} {'code exact-match':>17} {'(n)':>5}")
-        for name, r in rows.items():
-            if name == "pages":
-                continue
-            fr = "-" if r["formula_recall"] is None else f"{r['formula_recall']:.3f}"
-            ce = "-" if r["code_exact_match"] is None else f"{r['code_exact_match']:.3f}"
-            print(f"{name:32} {fr:>15} {r['formulas']:5d} {ce:>17} {r['code_blocks']:5d}")
+        print(f"{name:32} F1 {r['f1']:.4f}  P {r['precision']:.4f}  R {r['recall']:.4f}")
+    print(f"\nMath and code, generated {args.split} pages ({args.per_family} per family) and magic-html pages")
+    print(f"{'family':20} " + " ".join(f"{n[:24]:>26}" for n in names) + "   (formula recall / code recall)")
+    fams = list(generated[names[0]])
+    for fam in fams:
+        print(f"{fam:20} " + " ".join(
+            f"{_fmt(generated[n][fam]['formula_recall']):>12} / {_fmt(generated[n][fam]['code_recall']):>11}" for n in names)
+            + f"   n={generated[names[0]][fam]['formulas']}/{generated[names[0]][fam]['code_blocks']}")
+    mh = mathcode["magic-html"]
+    print(f"{'magic-html':20} " + " ".join(
+        f"{_fmt(mh[n]['formula_recall']):>12} / {_fmt(mh[n]['code_exact_match']):>11}" for n in names)
+        + f"   n={mh[names[0]]['formulas']}/{mh[names[0]]['code_blocks']}")
+    if cli:
+        print(f"\nCLI wall time, {cli['pages']} pages, one worker, start-up included (median of {cli['rounds']}): "
+              f"assay {cli['assay_s']:.1f} s, trafilatura {cli['trafilatura_s']:.1f} s, speed-up {cli['speedup']:.2f}x; "
+              f"CPU time assay {cli['assay_cpu_s']:.1f} s, trafilatura {cli['trafilatura_cpu_s']:.1f} s, "
+              f"speed-up {cli['cpu_speedup']:.2f}x (load average {cli['load_average'][0]:.1f} on {os.cpu_count()} cores)")
 
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({
-        "aeb": aeb, "forum": forum, "forum_pages": len(fpages), "watchdog": overhead, "math_code": mathcode, "aeb_pages": len(pages),
+    results = RESULTS if args.split == "heldout" else RESULTS.with_name("extraction-dev.json")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps({
+        "split": args.split, "aeb": aeb, "aeb_pages": len(pages), "watchdog": overhead, "snippets": snip,
+        "forum": forum, "forum_pages": len(fpages), "math_code": mathcode, "generated": generated,
+        "per_family": args.per_family, "cli": cli,
         "trafilatura_version": trafilatura.__version__, "python": platform.python_version(),
         "machine": platform.machine(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }, indent=2, sort_keys=True))
-    print(f"\nwrote {RESULTS.relative_to(ROOT)}")
+    print(f"\nwrote {results.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from assay.pipeline.dataset import Counts, ShardWriter
 from assay.pipeline.schema import REJECT_DETAIL, REJECT_REASON, text_bytes
 from assay.pipeline.stage import set_column
 
-from .base import DUP_GROUP, DUP_KEEP
+from .columns import DUP_GROUP, DUP_KEEP
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,10 @@ from pydantic import Field
 
 from assay.pipeline.stage import GlobalStage, Params
 
-DUP_GROUP = "dup_group"
-DUP_KEEP = "dup_keep"
+from .columns import DUP_GROUP, DUP_KEEP
+from .local_plan import run_local
+from .ray_plan import run_ray
+from .spark_plan import run_spark
 
 
 class DedupParams(Params):
@@ -94,18 +96,12 @@ class DedupStage(GlobalStage):
         return False
 
     def run_local(self, ctx) -> int:
-        from .local_plan import run_local
-
         return run_local(self, ctx)
 
-    def run_spark(self, ctx) -> int:
-        from .spark_plan import run_spark
-
+    def run_spark(self, ctx) -> int:  # pyspark is imported inside the plan, only when it runs
         return run_spark(self, ctx)
 
     def run_ray(self, ctx) -> int:
-        from .ray_plan import run_ray
-
         return run_ray(self, ctx)
 
 

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from assay.pipeline.stage import MapStage, Params, register, with_rejects
 
-from .base import DUP_GROUP, DUP_KEEP
+from .columns import DUP_GROUP, DUP_KEEP
 
 
 class RemoveParams(Params):

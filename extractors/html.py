@@ -3,8 +3,9 @@
 Two paths over one preparation step:
 
 * prepare: decode (HTTP/meta charset, else charset-normalizer), parse with lxml, rewrite every
-  formula to `$tex$`/`$$tex$$` text (`math.py`), remember each `<pre>` block verbatim with its
-  language, and drop script/style/svg/iframe/form nodes so the extractor has less tree to walk.
+  formula to `$tex$`/`$$tex$$` text (`math.py`), turn every code listing into a plain `<pre>`
+  (`code.py`: line-number tables, `<br>` code boxes, textareas), remember each `<pre>` block verbatim
+  with its language, and drop script/style/svg/iframe/form nodes so the extractor has less tree to walk.
 * `precise` (default): trafilatura's main-content selection in its fast mode (no readability/jusText
   fallback; on the AEB benchmark that is both faster *and* more accurate than its default), written
   out by our own Markdown writer (`markdown.py`): code blocks come back verbatim from the saved copy.
@@ -19,23 +20,17 @@ import re
 from dataclasses import asdict
 from typing import Any
 
+from .code import normalize_code, pre_text
 from .markdown import CodeBlock, body_to_markdown, code_key, code_language
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 _DROP_TAGS = ("script", "style", "noscript", "svg", "iframe", "template", "object", "embed", "canvas",
               "nav", "footer", "aside", "select", "button", "input", "textarea", "link", "meta")
 # Landmarks that are never main content; pruned before extraction so every later pass walks less tree.
-_DROP_XPATH = ("//*[@role='navigation' or @role='contentinfo' or @role='complementary' or @role='search'"
+_DROP_XPATH = ("//*[@role or @aria-hidden or @hidden][@role='navigation' or @role='contentinfo' or @role='complementary' or @role='search'"
                " or @aria-hidden='true' or @hidden]")
-# Markers of formula markup that `rewrite_math` handles. Plain substring tests: one case-insensitive
-# regex alternation over the raw page used to cost a quarter of the extraction time.
-_MATH_MARKERS = ("math/", "<math", "<MATH", "katex", "MathJax", "mathjax", "mjx-")
-_MATH_IMG = re.compile(r"<img\b[^>]*class=[\"'][^\"'>]*(?:math|tex)", re.I)
+_POST_QUOTE = re.compile(r"post|message|content|body|entry", re.I)
 _DOCTYPE_SLASH = re.compile(r"^\s*<\s?!\s?doctype[^>]*/[^<>]*>", re.I)
-
-
-def _has_math(html: str) -> bool:
-    return any(m in html for m in _MATH_MARKERS) or ("<img" in html and _MATH_IMG.search(html) is not None)
 
 
 def decode_html(data: bytes | str, declared: str | None = None) -> tuple[str, str]:
@@ -104,30 +99,47 @@ def _parse(html: str):
 def _prepare(html: str):
     from lxml import etree
 
-    from .math import rewrite_math
+    from .math import math_passes, rewrite_math
     from .threads import thread_posts
 
     tree = _parse(html)
     if tree is None:
         return None, 0, {}, None, []
     title = _title(tree)
-    # Math markup is rare; the regex on the raw text is much cheaper than the rewrite's XPaths.
-    n_math = rewrite_math(tree) if _has_math(html) else 0
+    # Math markup is rare; substring tests on the raw text are much cheaper than the rewrite's XPaths.
+    passes = math_passes(html)
+    n_math = rewrite_math(tree, passes) if passes else 0
     for el in tree.xpath(_DROP_XPATH):
         if el.getparent() is not None and el.tag not in ("html", "body"):
-            el.getparent().remove(el)
+            el.drop_tree()  # keeps the tail: the text after a hidden anchor is content
     # Dropped before the code blocks are saved: a <script> (highlighter loaders) or a "Copy" <button>
     # inside a <pre> is no code, and the saved copy must match what the extractor keeps of the block.
+    if next(tree.iter("pre", "code", "textarea"), None) is not None or "-code" in html:
+        normalize_code(tree)  # before the drop: a <textarea> can be a code listing
+    post_quotes = []
+    for quote in tree.iter("blockquote"):
+        # Forum engines (vBulletin's blockquote.postcontent) put whole posts in a <blockquote>: that is
+        # the post's text, not a quotation, and would come out with every line behind "> ".
+        cls = quote.get("class") or ""
+        if _POST_QUOTE.search(cls) and "quote" not in cls.replace("blockquote", ""):
+            quote.tag = "div"
+            post_quotes.append(quote)
+    _loose_text_paragraphs(post_quotes)
     etree.strip_elements(tree, *_DROP_TAGS, etree.Comment, with_tail=False)
     code_blocks: dict[str, CodeBlock] = {}
     for pre in list(tree.iter("pre")):  # a list: _unwrap_code moves blocks
-        for br in pre.iter("br"):
-            br.tail = "\n" + (br.tail or "")
-        text = pre.text_content()
+        text = pre_text(pre)
         if text.strip():
             code_blocks.setdefault(code_key(text), CodeBlock(text, code_language(pre)))
+            # The block as plain text: the extractor's walk over highlighter spans loses pieces
+            # (and costs time); the verbatim copy is written back from `code_blocks` anyway.
+            tail, attrib = pre.tail, dict(pre.attrib)
+            pre.clear()
+            pre.attrib.update(attrib)
+            pre.text, pre.tail = text, tail
             _unwrap_code(pre, len(text))
     posts = thread_posts(tree)  # forum/Q&A candidates; whether the page is a thread is decided later
+    _loose_text_paragraphs(posts)
     return _main_region(tree), n_math, code_blocks, title, posts
 
 
@@ -143,11 +155,51 @@ def _unwrap_code(pre, chars: int) -> None:
     for _ in range(3):
         if node is None or node.tag not in _CODE_WRAPPERS or len(node.text_content()) - chars > 40:
             break
+        if node.find(".//p") is not None:
+            break  # a paragraph beside the block is content (a post's sentence), not a label
         outer, node = node, node.getparent()
     if outer is None or outer.getparent() is None:
         return
     pre.tail = outer.tail
     outer.getparent().replace(outer, pre)
+
+
+_LOOSE_XPATH = "descendant-or-self::*[self::div or self::td][text()[normalize-space()]][*]"
+_BLOCKS = {"p", "div", "pre", "table", "ul", "ol", "dl", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "section",
+           "article", "form", "figure", "hr", "center", "header", "main", "details"}
+
+
+def _loose_text_paragraphs(roots) -> None:
+    """Text written straight into a post body between <br>s and blocks (vBulletin/phpBB posts):
+    the main-content extractor skips such text and keeps only the nested blocks, so a post shrinks
+    to its code box. Each run of text and inline elements becomes a <p>. Only post bodies: on
+    article pages the same rewrite changes which block the extractor picks, for the worse."""
+    for el in (e for root in roots for e in root.xpath(_LOOSE_XPATH)):
+        kids = list(el)
+        if not any(isinstance(k.tag, str) and k.tag in _BLOCKS for k in kids):
+            continue  # no blocks beside the text: the extractor reads the element as one paragraph
+        rebuilt, run, run_text = [], [], el.text
+
+        def close() -> None:
+            if (run_text or "").strip() or any(isinstance(r.tag, str) and r.tag != "br" for r in run):
+                para = el.makeelement("p", {})
+                para.text = run_text
+                para.extend(run)  # each element moves with its tail
+                rebuilt.append(para)
+
+        for kid in kids:
+            if isinstance(kid.tag, str) and kid.tag in _BLOCKS:
+                close()
+                run, run_text = [], kid.tail
+                kid.tail = None
+                rebuilt.append(kid)
+            else:
+                run.append(kid)
+        close()
+        for kid in list(el):  # the blocks; inline elements already moved into their paragraphs
+            el.remove(kid)
+        el.text = None
+        el.extend(rebuilt)
 
 
 def _main_region(tree):

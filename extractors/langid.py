@@ -78,7 +78,10 @@ class LangIdParams(Params):
 
 @register("extract.lang_id", aliases=("lang.id",))
 class LanguageId(MapStage):
-    """Writes `lang` (ISO 639 code, `und` when unknown) and `lang_score` (0–1)."""
+    """Writes `lang` (ISO 639 code, `und` when unknown) and `lang_score` (0–1).
+
+    Example: assay extract lang_id runs/x/clean runs/x/lang
+    """
 
     Params = LangIdParams
     columns = {"lang": pa.string(), "lang_score": pa.float32()}

@@ -13,6 +13,7 @@ The cost is one pickle round trip per document plus one child start per batch (a
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 
 import traceback
 from dataclasses import dataclass
@@ -31,6 +32,14 @@ class Outcome:
 
 
 def _child(conn, fn: Callable[[Any], Any], memory_mb: int | None) -> None:
+    import signal
+
+    from assay.pipeline.engines.local import die_with_parent
+
+    # Ctrl-C belongs to the parent, which stops the batch; the child must neither print a traceback
+    # nor outlive a parent that was killed.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     if memory_mb:
         try:
             import resource
@@ -108,10 +117,10 @@ class Watchdog:
         if not self.isolate:
             try:
                 return Outcome(True, self.fn(item))
-            except MemoryError:
-                return Outcome(False, reason="too_large", detail="out of memory in extractor")
             except RecursionError:
                 return Outcome(False, reason="too_deep", detail="document nesting too deep")
+            except MemoryError:
+                raise  # in-process there is no per-document cap: this worker itself is out of memory
             except Exception as exc:
                 return Outcome(False, reason="extract_error", detail=f"{type(exc).__name__}: {exc}"[:500])
         if self._proc is None or not self._proc.is_alive():
@@ -121,10 +130,20 @@ class Watchdog:
             if self._conn.poll(self.timeout_s):
                 return self._conn.recv()
         except (EOFError, OSError, BrokenPipeError):
+            if self._proc is not None:
+                self._proc.join(1)
             code = self._proc.exitcode if self._proc is not None else None
             self._kill()
             self.restarts += 1
+            if code is not None and -code in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                # stopped from outside (the user or the engine), not by the document: never a reject
+                raise KeyboardInterrupt(f"extractor stopped by signal {-code}")
             return Outcome(False, reason="extract_crash", detail=f"extractor process died (exit {code})")
+        except BaseException:
+            # Interrupted while the child works (Ctrl-C, a caller's own deadline): kill it, or its late
+            # answer to this item would be read as the answer to the next one.
+            self._kill()
+            raise
         self._kill()
         self.restarts += 1
         return Outcome(False, reason="timeout", detail=f"extraction exceeded {self.timeout_s:g}s")

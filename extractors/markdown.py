@@ -94,6 +94,10 @@ class MarkdownWriter:
         return f"{fence}{lang or ''}\n{found}\n{fence}"
 
     def table(self, el) -> str:
+        if _is_layout(el):
+            # A page laid out in a table (old sites, forum engines): its cells are sections of text,
+            # not data. Written as blocks, code keeps its lines and paragraphs stay apart.
+            return "\n\n".join(filter(None, (self.blocks(c) for c in el.iter("cell"))))
         rows = []
         for row in el.iter("row"):
             cells = [self.text(c).replace("\n", " ").replace("|", "\\|") for c in row if c.tag == "cell"]
@@ -122,7 +126,10 @@ class MarkdownWriter:
                 item.remove(c)
             marker = f"{n}." if ordered else "-"
             body = self.text(item)
-            if body:
+            if body and "```" in body:
+                # Code keeps its lines as they are: indenting them for the list would change the code.
+                out.append("  " * depth + f"{marker} " + body)
+            elif body:
                 out.append("  " * depth + f"{marker} " + body.replace("\n", "\n" + "  " * (depth + 1)))
             out += [self.list(c, depth + 1) for c in nested]
         return "\n".join(x for x in out if x)
@@ -171,6 +178,17 @@ class MarkdownWriter:
 
 
 _BLOCKS = {"p", "head", "list", "table", "code", "quote", "div"}
+_LAYOUT_CHILDREN = {"head", "list", "table", "code", "quote"}
+
+
+def _is_layout(table) -> bool:
+    """A table is layout when a cell holds block structure: a heading, list, code block, quote,
+    nested table, or several paragraphs."""
+    for cell in table.iter("cell"):
+        kids = [c.tag for c in cell if isinstance(c.tag, str)]
+        if any(k in _LAYOUT_CHILDREN for k in kids) or kids.count("p") > 1:
+            return True
+    return False
 _LANG_RE = re.compile(r"(?:^|\s)(?:language|lang|highlight|brush|sourceCode|code)[-_:]\s*([A-Za-z0-9_+#.-]+)")
 _NOT_LANGS = {"none", "plaintext", "text", "plain", "nohighlight", "block", "inline", "wrap", "source"}
 

@@ -35,7 +35,9 @@ _MI = {
     "ℤ": r"\mathbb{Z}", "ℚ": r"\mathbb{Q}", "ℂ": r"\mathbb{C}", "ℓ": r"\ell", "∞": r"\infty",
 }
 _FUNCS = {"sin", "cos", "tan", "log", "ln", "exp", "lim", "max", "min", "det", "sup", "inf", "arg"}
-_ACCENTS = {"^": r"\hat", "¯": r"\bar", "ˉ": r"\bar", "→": r"\vec", "˙": r"\dot", "~": r"\tilde", "˜": r"\tilde"}
+_ACCENTS = {"^": r"\hat", "ˆ": r"\hat", "ˉ": r"\bar", "→": r"\vec", "⃗": r"\vec", "˙": r"\dot", "~": r"\tilde",
+            "˜": r"\tilde", "¯": r"\overline", "_": r"\overline", "‾": r"\overline", "―": r"\overline",
+            "⏞": r"\overbrace"}
 
 
 def _local(tag) -> str:
@@ -96,7 +98,7 @@ def mathml_to_latex(el) -> str:
     if tag == "mfrac" and len(conv) >= 2:
         return r"\frac{" + conv[0] + "}{" + conv[1] + "}"
     if tag == "msqrt":
-        return r"\sqrt{" + "".join(conv) + "}"
+        return r"\sqrt{" + _join(conv) + "}"
     if tag == "mroot" and len(conv) >= 2:
         return r"\sqrt[" + conv[1] + "]{" + conv[0] + "}"
     if tag == "mfenced":
@@ -110,7 +112,21 @@ def mathml_to_latex(el) -> str:
         return conv[0] if conv else ""
     if tag in ("annotation", "annotation-xml"):
         return ""
-    return "".join(conv)
+    return _join(conv)
+
+
+_ENDS_COMMAND = re.compile(r"\\[A-Za-z]+$")
+
+
+def _join(parts: list[str]) -> str:
+    """Concatenate converted pieces; a space after a command name that a letter follows (`\\pi i`,
+    not `\\pii`)."""
+    out = ""
+    for part in parts:
+        if out and part[:1].isalpha() and _ENDS_COMMAND.search(out):
+            out += " "
+        out += part
+    return out
 
 
 def _fence(ch: str) -> str:
@@ -127,6 +143,14 @@ def _tex_annotation(el) -> str | None:
 # ---- rewriting the tree ------------------------------------------------------------------------
 
 _MATH_SCRIPT = re.compile(r"math/(tex|asciimath|mml)", re.I)
+# Class names of the elements sites wrap one formula in (MediaWiki's mwe-math-element, KaTeX's
+# katex-display, Pandoc's/Sphinx's span.math, arithmatex, MathJax's containers, ...).
+_MATHY_CLASS = re.compile(r"math|katex|latex|\btex\b|mjx|formula|equation|arithmatex|wp-katex", re.I)
+# Elements in which a formula is part of running text; anywhere else a display formula gets its own
+# paragraph, since extractors skip bare text sitting in a <div> between blocks.
+_INLINE_PARENTS = {"p", "span", "a", "em", "strong", "b", "i", "u", "font", "label", "small", "sup", "sub",
+                   "li", "td", "th", "dd", "dt", "h1", "h2", "h3", "h4", "h5", "h6", "code", "blockquote",
+                   "figcaption", "caption", "center", "q", "cite", "mark", "abbr", "big", "tt"}
 
 
 def _wrap(tex: str, display: bool) -> str:
@@ -134,10 +158,21 @@ def _wrap(tex: str, display: bool) -> str:
     return f"$${tex}$$" if display else f"${tex}$"
 
 
-def _replace(el, text: str) -> None:
-    """Replace `el` by `text`, keeping the tail that follows it."""
+def _drop(el) -> None:
+    """Remove `el` but keep the text that follows it (lxml's remove() takes the tail with it)."""
+    _replace(el, "")
+
+
+def _replace(el, text: str, display: bool = False) -> None:
+    """Replace `el` by `text`, keeping the tail that follows it. A display formula outside running
+    text becomes a paragraph of its own."""
     parent = el.getparent()
     if parent is None:
+        return
+    if display and text and parent.tag not in _INLINE_PARENTS:
+        para = el.makeelement("p", {})
+        para.text, para.tail = text, el.tail
+        parent.replace(el, para)
         return
     text = text + (el.tail or "")
     prev = el.getprevious()
@@ -146,6 +181,43 @@ def _replace(el, text: str) -> None:
     else:
         parent.text = (parent.text or "") + text
     parent.remove(el)
+
+
+def _outer(el):
+    """The outermost wrapper that holds nothing but this formula: a math-classed or hidden span/div
+    whose other content is rendered copies or fallback images (no text of its own). Replacing the
+    wrapper rather than the formula keeps the TeX out of hidden elements (MediaWiki hides its MathML
+    in a `display: none` span) and drops the fallback image with it."""
+    own = "".join(el.itertext()) if isinstance(el.tag, str) else ""
+    node = el
+    for _ in range(4):
+        parent = node.getparent()
+        if parent is None or parent.tag not in ("span", "div", "figure", "center") and not parent.tag.startswith("mjx"):
+            break
+        marks = (parent.get("class") or "") + " " + (parent.get("style") or "").replace(" ", "")
+        if not (_MATHY_CLASS.search(marks) or "display:none" in marks):
+            break
+        if len("".join(parent.itertext()).strip()) > len(own.strip()) + 2 and not _only_renderings(parent, node):
+            break
+        node = parent
+    return node
+
+
+def _only_renderings(parent, keep) -> bool:
+    """Everything in `parent` besides `keep` is a rendered copy or image of the same formula."""
+    if (parent.text or "").strip():
+        return False
+    for child in parent:
+        if child is keep:
+            continue
+        if (child.tail or "").strip():
+            return False
+        cls = child.get("class") or "" if isinstance(child.tag, str) else ""
+        if child.tag in ("img", "svg") or _MATHY_CLASS.search(cls) or child.get("aria-hidden") == "true":
+            continue
+        if "".join(child.itertext()).strip():
+            return False
+    return True
 
 
 def _asciimath_to_tex(src: str) -> str:
@@ -157,26 +229,76 @@ def _asciimath_to_tex(src: str) -> str:
     return out
 
 
-def rewrite_math(root) -> int:
-    """Turn every formula under `root` into `$tex$` / `$$tex$$` text; returns how many were found."""
+def _has_class(name: str) -> str:
+    return f"contains(concat(' ', normalize-space(@class), ' '), ' {name} ')"
+
+
+_RENDERED_COPIES = " or ".join(_has_class(c) for c in (
+    "MathJax_Preview", "MathJax", "MathJax_Display", "MathJax_SVG", "MathJax_SVG_Display", "MathJax_CHTML",
+    "MathJax_PHTML", "MathJax_MathML", "MJXc-display", "katex-html"))
+
+
+def _is_display(el) -> bool:
+    marks = " ".join(filter(None, (el.get("display"), el.get("mode"), el.get("class"))))
+    parent = el.getparent()
+    if parent is not None:
+        marks += " " + (parent.get("class") or "")
+    return bool(re.search(r"\b(block|display)\b|katex-display|math-display|MathJax_Display|equation", marks))
+
+
+# Which pass can find anything, by substrings of the raw page (C-speed scans; each pass walks the
+# whole tree, and most pages have no formula at all).
+_PASS_MARKERS = {
+    "script": ("math/",),
+    "katex": ("katex",),
+    "mjx": ("<mjx-",),
+    "mathml": ("<math", "<MATH", ":math"),
+}
+
+
+# One gate before the per-pass tests: a page without formulas (most pages) pays for these few scans
+# only (each scan of a 200 KB page costs about as much as an XPath walk of its tree). Every TeX
+# renderer's image URL or class carries one of them too (codecogs and WordPress: "latex", mathTeX
+# and texvc's /math/: "math"); an image whose only hint is TeX in a single-quoted alt text on a page
+# with no other formula markup is the case this gate gives up.
+_GATE = ("math", "katex", "mjx-", "latex", "mimetex", "MATH", 'alt="$', 'alt="\\')
+
+
+def math_passes(html: str) -> set[str]:
+    """The rewrite passes worth running on this page (empty: no formula markup at all)."""
+    found: set[str] = set()
+    if not any(m in html for m in _GATE):
+        return found
+    for name, markers in _PASS_MARKERS.items():
+        if any(m in html for m in markers):
+            found.add(name)
+    # Images and bare TeX in classed elements: their markers are many and each scan of a big page
+    # costs more than the passes' own XPath prefilters, so these two always run behind the gate.
+    return found | {"img", "raw"}
+
+
+def rewrite_math(root, passes: set[str] | None = None) -> int:
+    """Turn every formula under `root` into `$tex$` / `$$tex$$` text; returns how many were found.
+    `passes` (from `math_passes`) skips the kinds of markup the page does not have."""
+    run = set(_PASS_MARKERS) | {"img", "raw"} if passes is None else passes
     count = 0
     # Rendered copies that sit beside a source we read: drop them first so the text is not doubled.
-    for el in root.xpath(
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' MathJax_Preview ')"
-        " or contains(concat(' ', normalize-space(@class), ' '), ' MathJax ')"
-        " or contains(concat(' ', normalize-space(@class), ' '), ' MathJax_Display ')"
-        " or contains(concat(' ', normalize-space(@class), ' '), ' MathJax_SVG ')"
-        " or contains(concat(' ', normalize-space(@class), ' '), ' katex-html ')]"
-    ):
-        if el.getparent() is not None:
-            _replace(el, "")
-    for el in root.xpath("//script[@type]"):
+    # MathJax 2 renders beside its <script type=math/tex>; KaTeX beside its MathML.
+    if "script" in run and root.xpath("boolean(//script[contains(@type, 'math/')])") or "katex" in run and "katex-html" in _classes(root):
+        for el in root.xpath(f"//*[{_RENDERED_COPIES}][not(self::mjx-container)][not(.//*[local-name()='math'])]"):
+            if el.getparent() is not None:  # a copy holding MathML (MathJax 3's assistive copy) is a source
+                _drop(el)
+    for el in root.xpath("//script[contains(@type, 'math')]") if "script" in run else ():
         typ = el.get("type") or ""
         if not _MATH_SCRIPT.search(typ):
             continue
         src = (el.text or "").strip()
+        if "&" in src and ";" in src:
+            from html import unescape
+
+            src = unescape(src)  # script text is not entity-decoded by the parser; `&lt;` here means <
         if src in ("\\begingroup", "\\endgroup"):  # StackExchange's per-post MathJax scoping, not math
-            _replace(el, "")
+            _drop(el)
             continue
         display = "display" in typ.lower()
         if "asciimath" in typ.lower():
@@ -186,43 +308,172 @@ def rewrite_math(root) -> int:
                 src = mathml_to_latex(etree.fromstring(src.encode()))
             except etree.XMLSyntaxError:
                 pass
-        _replace(el, _wrap(src, display) if src else "")
+        _replace(_outer(el), _wrap(src, display) if src else "", display)
         count += 1
     # KaTeX: <span class="katex"> holds <span class="katex-mathml"><math>…<annotation>.
-    for el in root.xpath("//*[contains(concat(' ', normalize-space(@class), ' '), ' katex ')]"):
+    for el in root.xpath(f"//*[{_has_class('katex')}]") if "katex" in run else ():
         if el.getparent() is None:
             continue
-        parent = el.getparent()
-        display = "katex-display" in (parent.get("class") or "")
+        display = "katex-display" in (el.getparent().get("class") or "")
         tex = _tex_annotation(el)
         if tex is None:
             maths = [m for m in el.iter() if _local(m.tag) == "math"]
-            tex = mathml_to_latex(maths[0]) if maths else None
+            tex = _math_tex(maths[0]) if maths else None
         if tex:
-            _replace(el, _wrap(tex, display))
+            _replace(_outer(el), _wrap(tex, display), display)
             count += 1
     # MathJax 3 containers keep MathML in an assistive copy; raw MathML anywhere else.
-    for el in root.xpath("//mjx-container"):
+    for el in root.xpath("//mjx-container") if "mjx" in run else ():
         maths = [m for m in el.iter() if _local(m.tag) == "math"]
         if maths:
-            display = el.get("display") == "true"
-            _replace(el, _wrap(_tex_annotation(maths[0]) or mathml_to_latex(maths[0]), display))
+            display = el.get("display") == "true" or maths[0].get("display") == "block"
+            _replace(_outer(el), _wrap(_math_tex(maths[0]), display), display)
             count += 1
-    for el in root.xpath("//*[local-name()='math']"):
+    for el in root.xpath("//*[local-name()='math']") if run & {"mathml", "katex", "mjx"} else ():
         if el.getparent() is None:
             continue
-        display = (el.get("display") or el.get("mode") or "") in ("block", "display")
-        tex = _tex_annotation(el) or mathml_to_latex(el)
-        _replace(el, _wrap(tex, display) if tex.strip() else "")
+        display = _is_display(el)
+        tex = _math_tex(el)
+        _replace(_outer(el), _wrap(tex, display) if tex.strip() else "", display)
         count += 1
-    # Wikipedia and many blogs: formula images whose alt text is the TeX source.
-    for el in root.xpath("//img[contains(@class, 'math') or contains(@class, 'latex') or contains(@class, 'tex')][@alt]"):
-        alt = el.get("alt").strip()
-        if alt:
-            alt = alt[1:-1] if alt.startswith("$") and alt.endswith("$") and len(alt) > 1 else alt
-            display = "display" in (el.get("class") or "") or "block" in (el.get("class") or "")
-            _replace(el, _wrap(alt.strip("$ "), display))
-            count += 1
+    if "img" in run:
+        count += _rewrite_images(root)
+    if "raw" in run:
+        count += _rewrite_raw_tex(root)
+    return count
+
+
+def _classes(root) -> str:
+    return " ".join(root.xpath("//@class[contains(., 'katex')]"))
+
+
+def _math_tex(el) -> str:
+    """TeX of a MathML element: its TeX annotation, else its alttext (MediaWiki states the TeX there),
+    else a conversion of the MathML."""
+    tex = _tex_annotation(el)
+    if tex:
+        return tex
+    alt = (el.get("alttext") or "").strip()
+    if alt and looks_like_tex(alt):
+        return alt
+    return mathml_to_latex(el)
+
+
+# ---- formula images ----------------------------------------------------------------------------
+
+# Server-side TeX renderers and where each keeps the TeX in the image URL: the whole query string
+# (mimeTeX, mathTeX, CodeCogs), a query parameter (WordPress latex.php, Google Chart's chl), or the
+# path after a prefix (upmath, CodeCogs' /svg.image?...).
+_TEX_URL = re.compile(
+    r"(?:mimetex|mathtex|mathcgi|cgi-bin/(?:math)?tex)[\w.-]*\.(?:cgi|exe|php)\?(?P<query>.+)"
+    r"|codecogs\.com/[\w.]*(?:latex|image|gif|png|svg)[\w.]*\?(?P<cogs>.+)"
+    r"|[?&](?:latex|tex|chl|formula|eq|math)=(?P<param>[^&]+)"
+    r"|(?:upmath\.me|latex\.[\w.-]+|tex\.[\w.-]+)/(?:svg|png|gif)/(?P<path>.+)", re.I)
+# Renderer options that precede the formula in the URL: \dpi{110}, \bg_white, \inline, \large, ...
+_URL_OPTIONS = re.compile(r"^(?:\s*(?:\\dpi\{\d+\}|\\bg_\w+|\\bg\{\w+\}|\\fg_\w+|\\inline|\\(?:tiny|small|normalsize"
+                          r"|large|Large|LARGE|huge|Huge)\b|\\(?:fn|f)_\w+|\\(?:png|gif|svg)\b|\\(?:displaystyle|textstyle)\b"
+                          r"|\\(?:phv|cm|jvn)\b)\s*)+")
+_TEX_HINT = re.compile(r"\\[A-Za-z]+|[\^_]|\{.*\}|[=<>+\-*/]")
+_GENERIC_ALT = re.compile(r"^(?:formula|equation|math|latex|tex|image|img|icon|logo|png|gif|svg|\d+)$", re.I)
+
+
+def looks_like_tex(text: str) -> bool:
+    """A short string that reads as a formula rather than words: a TeX command, a sub/superscript,
+    braces or an operator, and not a sentence."""
+    text = text.strip()
+    if not text or len(text) > 2000 or _GENERIC_ALT.match(text):
+        return False
+    if re.search(r"\\[A-Za-z]+", text):
+        return True
+    words = re.findall(r"[A-Za-z]{4,}", text)
+    return bool(_TEX_HINT.search(text)) and len(words) <= 2
+
+
+def _tex_from_url(src: str) -> str | None:
+    from html import unescape
+    from urllib.parse import unquote, unquote_plus
+
+    m = _TEX_URL.search(src)
+    if not m:
+        return None
+    if m.group("param") is not None:
+        tex = unquote_plus(m.group("param"))  # form encoding: '+' is a space, a plus is %2B
+    else:
+        tex = unquote(m.group("query") or m.group("cogs") or m.group("path") or "")
+    # CodeCogs' editor writes spaces as &space; (an HTML entity inside the URL).
+    tex = unescape(tex.replace("&space;", " ").replace("&plus;", "+"))
+    tex = _URL_OPTIONS.sub("", tex).strip()
+    return tex or None
+
+
+# Candidate formula images (C-speed prefilter): a TeX-ish URL, class or alt text.
+_IMG_XPATH = ("//img[contains(@src, 'tex') or contains(@src, 'math') or contains(@src, 'chl=') or contains(@src, 'cogs')"
+              " or contains(@src, 'formula=') or contains(@src, 'eq=') or contains(@data-src, 'tex')"
+              " or contains(@class, 'math') or contains(@class, 'tex') or contains(@class, 'formula')"
+              " or contains(@class, 'equation') or contains(@alt, '\\') or starts-with(@alt, '$')"
+              " or contains(@title, '\\')]")
+
+
+def _rewrite_images(root) -> int:
+    """Formula images: the TeX is in the URL of a known renderer, or in the alt/title text (MediaWiki
+    fallback images, WordPress, QuickLaTeX, pandoc --webtex, Wikipedia's old texvc PNGs)."""
+    count = 0
+    for el in root.xpath(_IMG_XPATH):
+        if el.getparent() is None:
+            continue
+        src = el.get("src") or el.get("data-src") or ""
+        cls = el.get("class") or ""
+        tex = _tex_from_url(src) if src else None
+        alt = (el.get("alt") or el.get("title") or "").strip()
+        mathy = bool(_MATHY_CLASS.search(cls)) or "quicklatex" in src or "/math/" in src or "/latex/" in src
+        if alt.startswith("$") and alt.endswith("$") and len(alt) > 2:
+            alt, mathy = alt.strip("$").strip(), True  # TeX delimiters in the alt text say it all
+        if alt and looks_like_tex(alt) and (tex is not None or mathy or re.search(r"\\[A-Za-z]+", alt)):
+            tex = alt  # the page's own text of the formula; the URL may carry renderer options
+        if not tex:
+            continue
+        display = bool(re.search(r"display|block", cls)) or _alone_in_paragraph(el)
+        _replace(_outer(el), _wrap(tex, display), display)
+        count += 1
+    return count
+
+
+def _alone_in_paragraph(el) -> bool:
+    parent = el.getparent()
+    return (parent is not None and parent.tag in ("p", "div", "center", "dd") and len(parent) == 1
+            and not (parent.text or "").strip() and not (el.tail or "").strip())
+
+
+# ---- TeX written as text in a formula element --------------------------------------------------
+
+_RAW_TEX_XPATH = ("//*[self::span or self::div][contains(@class, 'math') or contains(@class, 'tex')"
+                  " or contains(@class, 'equation')] | //tex")
+
+
+def _rewrite_raw_tex(root) -> int:
+    """Elements that hold bare TeX for a client-side renderer (Pandoc's --katex `span.math`, docutils'
+    `div.math`, `span.arithmatex`, `<tex>`): wrapped in $ so the TeX is delimited like any other formula."""
+    count = 0
+    for el in root.xpath(_RAW_TEX_XPATH):
+        cls = el.get("class") or ""
+        if el.tag != "tex" and not re.search(r"(?:^|\s)(?:math|tex|latex|arithmatex|equation)(?:$|\s)", cls):
+            continue
+        if len(el) or el.getparent() is None:
+            continue  # rendered markup or already rewritten
+        text = (el.text or "").strip()
+        if not text:
+            continue
+        if re.match(r"^(?:\$|\\\(|\\\[)", text):
+            # Delimited already (the text normaliser handles \( \[ and $); a display formula alone in
+            # a <div> becomes a paragraph, which extractors keep.
+            if el.tag == "div":
+                el.tag = "p"
+            continue
+        if not looks_like_tex(text) and not re.match(r"^\\begin\{", text):
+            continue
+        display = el.tag == "div" or bool(re.search(r"display|block", cls))
+        _replace(el, _wrap(text, display), display)
+        count += 1
     return count
 
 

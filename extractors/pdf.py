@@ -21,8 +21,8 @@ from typing import Any, Iterator, Literal
 import pyarrow as pa
 from pydantic import Field
 
-from ..pipeline.readers import DocBuffer
-from ..pipeline.stage import Params, SourceStage, register
+from ..pipeline.readers import ContentType, DocBuffer, FileReader
+from ..pipeline.stage import Params, register
 from .limits import Watchdog
 
 Page = list[list[str]]  # blocks of lines
@@ -239,12 +239,15 @@ class PdfParams(Params):
     memory_mb: int = Field(4096, gt=0, description="Address-space cap of the extraction child process.")
     isolate: bool = Field(True, description="Run each PDF in a recycled child process so timeout_s holds.")
     source: str | None = Field(None, description="Value of the `source` column (default: pdf).")
-    content_type: str = Field("paper", description="Value of the `content_type` column.")
+    content_type: ContentType = Field("paper", description="Value of the `content_type` column.")
 
 
 @register("extract.pdf")
-class ExtractPdf(SourceStage):
-    """PDF files → one document per file (pages joined), or a reject with a reason."""
+class ExtractPdf(FileReader):
+    """PDF files → one document per file (pages joined), or a reject with a reason.
+
+    Example: assay extract pdf 'papers/*.pdf' runs/x/pdfs --backend pdfium --source papers
+    """
 
     Params = PdfParams
     files_per_task = 16
@@ -254,12 +257,27 @@ class ExtractPdf(SourceStage):
     def input_files(self) -> list[str]:
         return [f for f in super().input_files() if f.lower().endswith(".pdf")]
 
-    def setup(self) -> None:
-        import multiprocessing as mp
+    def source_for(self, path: str) -> str:
+        return self.params.source or "pdf"
 
-        p = self.params
-        isolate = p.isolate and not mp.current_process().daemon
-        self._watchdog = Watchdog(extract_pdf, p.timeout_s, p.memory_mb, isolate)
+    def setup(self) -> None:
+        # Import the backend here, before the watchdog forks: a child that imported it itself would
+        # spend part of its first document's timeout_s on the import, and every restarted child again.
+        import importlib
+
+        backend = resolve_backend(self.params.backend)
+        importlib.import_module({"pymupdf": "pymupdf", "pdfium": "pypdfium2", "pypdf": "pypdf"}[backend])
+        self.watchdog()
+
+    def watchdog(self) -> Watchdog:
+        """One child per worker; every backend call (parsing included) runs in it under timeout_s."""
+        if self._watchdog is None:
+            import multiprocessing as mp
+
+            p = self.params
+            isolate = p.isolate and not mp.current_process().daemon
+            self._watchdog = Watchdog(extract_pdf, p.timeout_s, p.memory_mb, isolate)
+        return self._watchdog
 
     def __del__(self) -> None:
         if self._watchdog is not None:
@@ -267,18 +285,19 @@ class ExtractPdf(SourceStage):
 
     def read_file(self, path: str) -> Iterator[pa.Table]:
         p = self.params
-        buf = DocBuffer(p.source or "pdf")
+        buf = DocBuffer(self.source_for(path))
         size = os.path.getsize(path)
         meta: dict[str, Any] = {"path": path, "bytes": size}
         if size > p.max_bytes:
             buf.reject("too_large", f"{size} bytes > max_bytes={p.max_bytes}", where=path, meta=meta)
         else:
-            out = self._watchdog.run({"path": path, "backend": p.backend, "min_chars": p.min_chars})
-            result = out.value if out.ok else {"reject": out.reason, "detail": out.detail}
-            meta.update(result.get("meta", {}))
-            if "reject" in result:
-                buf.reject(result["reject"], result["detail"], where=path, meta=meta)
-            else:
-                meta["title"] = os.path.splitext(os.path.basename(path))[0]
-                buf.add(result["text"], content_type=p.content_type, meta=meta)
+            out = self.watchdog().run({"path": path, "backend": p.backend, "min_chars": p.min_chars})
+            with buf.guard(path, "extract_error", meta=meta):
+                result = out.value if out.ok else {"reject": out.reason, "detail": out.detail}
+                meta.update(result.get("meta", {}))
+                if "reject" in result:
+                    buf.reject(result["reject"], result["detail"], where=path, meta=meta)
+                else:
+                    meta["title"] = os.path.splitext(os.path.basename(path))[0]
+                    buf.add(result["text"], content_type=p.content_type, meta=meta)
         yield buf.take()

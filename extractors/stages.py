@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import re
 from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
 
 import pyarrow as pa
 from pydantic import Field
 
-from ..pipeline.readers import DocBuffer
+from ..pipeline.readers import ContentType, DocBuffer, FileReader
 from ..pipeline.schema import DOC_SCHEMA, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta, loads_meta
-from ..pipeline.stage import MapStage, Params, SourceStage, register
+from ..pipeline.stage import MapStage, Params, register
 from .limits import Watchdog
 from .urls import url_domain
 
@@ -29,7 +30,7 @@ class HtmlOptions(Params):
     isolate: bool = Field(True, description="Run extraction in a recycled child process so timeout_s can be enforced; "
                           "false runs in-process (no time limit; for debugging and overhead measurements).")
     source: str | None = Field(None, description="Value of the `source` column; default: the input file's name.")
-    content_type: str = Field("web", description="Value of the `content_type` column.")
+    content_type: ContentType = Field("web", description="Value of the `content_type` column.")
 
 
 class _HtmlExtracting:
@@ -79,7 +80,7 @@ class _HtmlExtracting:
             snippet = html[:2000].decode("utf-8", "replace") if isinstance(html, bytes) else html[:2000]
             buf.reject(reason, detail or reason, raw=snippet, where=url or where, meta=meta)
             return
-        meta = dict(meta, title=result["title"], **result["meta"])
+        meta = {**meta, "title": result["title"], **result["meta"]}
         buf.add(result["text"], url=url, content_type=self.params.content_type, domain=url_domain(url), meta=meta)
 
 
@@ -95,9 +96,12 @@ class HtmlFilesParams(HtmlOptions):
 
 
 @register("extract.html")
-class ExtractHtmlFiles(_HtmlExtracting, SourceStage):
+class ExtractHtmlFiles(_HtmlExtracting, FileReader):
     """HTML files → documents (Markdown-ish text, math as LaTeX, code fenced). The page URL comes from
-    <link rel=canonical> or og:url when the page states one."""
+    <link rel=canonical> or og:url when the page states one.
+
+    Example: assay extract html 'crawl/pages/*.html.gz' runs/x/pages --source mysite
+    """
 
     Params = HtmlFilesParams
     files_per_task = 64
@@ -107,31 +111,40 @@ class ExtractHtmlFiles(_HtmlExtracting, SourceStage):
         suffixes = (".html", ".htm", ".html.gz", ".htm.gz", ".xhtml")
         return [f for f in super().input_files() if f.lower().endswith(suffixes)]
 
+    def source_for(self, path: str) -> str:
+        return self.params.source or "html"
+
     def read_file(self, path: str) -> Iterator[pa.Table]:
         from ..pipeline.io import open_binary
 
-        buf = DocBuffer(self.params.source or "html")
-        try:
+        buf = DocBuffer(self.source_for(path))
+        with buf.guard(path, "corrupt_file"):
             with open_binary(path) as fh:
-                data = fh.read(self.params.max_bytes + 1)
-        except (OSError, EOFError, ValueError) as exc:
-            buf.reject("unreadable", f"{type(exc).__name__}: {exc}"[:500], where=path)
-            yield buf.take()
-            return
-        self.add(buf, data, None, _page_url(data), path, {"path": path})
+                data = fh.read(self.params.max_bytes + 1)  # bounded: a gzip bomb stops here, add() rejects it
+            self.add(buf, data, None, _page_url(data), path, {"path": path})
         yield buf.take()
 
 
-def _page_url(data: bytes) -> str | None:
-    import re
+# One pass over the first 64 KiB: each <link>/<meta> tag (attributes up to 2,000 bytes) is matched
+# once and its attributes are read by a second, linear pattern. Patterns that search for `rel=` and
+# `href=` across a tag with nested `[^>]*` go quadratic on a page of unclosed `<link` tags.
+_TAG = re.compile(rb"<(link|meta)\b([^>]{0,2000})", re.I)
+_ATTR = re.compile(rb"""([a-z:_-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""", re.I)
 
-    head = data[:65536]
-    for pattern in (rb"""<link[^>]+rel=["']?canonical["']?[^>]+href=["']([^"']+)""",
-                    rb"""<link[^>]+href=["']([^"']+)["'][^>]+rel=["']?canonical""",
-                    rb"""<meta[^>]+property=["']og:url["'][^>]+content=["']([^"']+)"""):
-        m = re.search(pattern, head, re.I)
-        if m and m.group(1).lower().startswith((b"http://", b"https://")):
-            return m.group(1).decode("utf-8", "replace")
+
+def _page_url(data: bytes) -> str | None:
+    """The page's own URL from <link rel=canonical href> or else <meta property=og:url content>."""
+    found: dict[str, bytes] = {}
+    for tag in _TAG.finditer(data[:65536]):
+        attrs = {a.group(1).lower(): a.group(2) or a.group(3) or a.group(4) or b"" for a in _ATTR.finditer(tag.group(2))}
+        if tag.group(1).lower() == b"link" and b"canonical" in attrs.get(b"rel", b"").lower().split():
+            found.setdefault("canonical", attrs.get(b"href", b""))
+        elif tag.group(1).lower() == b"meta" and attrs.get(b"property", b"").lower() == b"og:url":
+            found.setdefault("og", attrs.get(b"content", b""))
+    for key in ("canonical", "og"):
+        url = found.get(key, b"").strip()
+        if url.lower().startswith((b"http://", b"https://")):
+            return url.decode("utf-8", "replace")
     return None
 
 
@@ -142,36 +155,48 @@ class WarcParams(HtmlOptions):
 
 
 @register("extract.warc")
-class ExtractWarc(_HtmlExtracting, SourceStage):
+class ExtractWarc(_HtmlExtracting, FileReader):
     """WARC response records → documents. Other record types (request, metadata, warcinfo) are skipped;
-    truncated or corrupt records become rejects."""
+    truncated or corrupt records become rejects, and reading resumes after damage.
+
+    Example: assay extract warc 'crawl/*.warc.gz' runs/x/web --source cc-sample
+    """
 
     Params = WarcParams
     files_per_task = 1
     version = "1"
 
+    def source_for(self, path: str) -> str:
+        return _source(path, self.params.source)
+
     def read_file(self, path: str) -> Iterator[pa.Table]:
         from .warc import WarcReject, iter_warc
 
         p = self.params
-        buf = DocBuffer(_source(path, p.source))
+        buf = DocBuffer(self.source_for(path))
         for rec in iter_warc(path, max_bytes=p.max_bytes):
+            where = rec.url or f"{path}@{rec.offset}"
             if isinstance(rec, WarcReject):
-                buf.reject(rec.reason, rec.detail, where=rec.url or path,
+                buf.reject(rec.reason, rec.detail, where=where,
                            meta={"path": path, "warc_record_id": rec.record_id, "warc_offset": rec.offset})
             else:
                 meta = {"path": path, "warc_record_id": rec.record_id, "warc_date": rec.date,
                         "warc_offset": rec.offset, "http_status": rec.status}
-                ctype = rec.content_type
-                if p.ok_status_only and not (rec.status and 200 <= rec.status < 300):
-                    buf.reject("http_status", f"HTTP {rec.status}", where=rec.url or path, meta=meta)
-                elif p.html_only and ctype and "html" not in ctype:
-                    buf.reject("not_html", f"Content-Type {ctype}", where=rec.url or path, meta=meta)
-                else:
-                    self.add(buf, rec.body, rec.charset, rec.url, path, meta)
+                with buf.guard(where, "extract_error", meta=meta):
+                    self._add_response(buf, rec, path, meta)
             if buf.full():
                 yield buf.take()
         yield buf.take()
+
+    def _add_response(self, buf: DocBuffer, rec, path: str, meta: dict[str, Any]) -> None:
+        p = self.params
+        ctype = rec.content_type
+        if p.ok_status_only and not (rec.status and 200 <= rec.status < 300):
+            buf.reject("http_status", f"HTTP {rec.status}", where=rec.url or path, meta=meta)
+        elif p.html_only and ctype and "html" not in ctype:
+            buf.reject("not_html", f"Content-Type {ctype}", where=rec.url or path, meta=meta)
+        else:
+            self.add(buf, rec.body, rec.charset, rec.url, path, meta)
 
 
 class RecordsParams(HtmlOptions):
@@ -182,7 +207,10 @@ class RecordsParams(HtmlOptions):
 @register("extract.records")
 class ExtractRecords(_HtmlExtracting, MapStage):
     """A dataset with an `html` column (and optional `url`) → `text` filled by extraction; other
-    columns pass through."""
+    columns pass through.
+
+    Example: assay extract records runs/x/raw_html runs/x/extracted --html-column html
+    """
 
     Params = RecordsParams
     batch_rows = 256

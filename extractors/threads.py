@@ -25,14 +25,15 @@ _BODY_TOKEN = re.compile(
     r"(?:body|content|contents|text|message|entry)$", re.I)
 # Containers of one whole post (header, body, signature): used when no body class is found.
 _POST_TOKEN = re.compile(r"^(?:post|message|reply|answer|[\w-]*[-_](?:post|reply|answer))$", re.I)
-_CANDIDATES = "//*[" + " or ".join(f"contains(@class, '{w}')" for w in (
+_CANDIDATES = "//*[@class][" + " or ".join(f"contains(@class, '{w}')" for w in (
     "post", "Post", "message", "Message", "repl", "Repl", "answer", "Answer", "topic", "thread")) + "]"
 _MIN_POST_CHARS = 20
 _MIN_THREAD_CHARS = 200
 
 
 def _text_len(el) -> int:
-    return len("".join(el.itertext()).strip())
+    # XPath string() joins the text in C; "".join(itertext()) made a Python string per text node.
+    return len(el.xpath("string()").strip())
 
 
 def _outermost(els: list) -> list:

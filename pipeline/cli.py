@@ -106,23 +106,32 @@ def stages(name: Optional[str] = typer.Argument(None, help="Show one stage in fu
     from rich.console import Console
     from rich.table import Table
 
+    import inspect as inspect_module
+
     from .stage import registry, resolve_stage
 
     console = Console()
     if name:
         cls = resolve_stage(name)
-        console.print(f"[bold]{cls.name}[/bold] ({cls.kind} stage)\n")
-        console.print((cls.__doc__ or "").strip() + "\n")
+        console.print(f"[bold]{cls.name}[/bold] ({cls.kind} stage, {cls.cardinality}, writes {cls.output_kind})\n")
+        console.print(inspect_module.cleandoc(cls.__doc__ or "") + "\n")
+        columns = {**cls.columns, **cls.lineage_columns()}
+        if columns:
+            console.print("adds columns: " + ", ".join(f"{n} ({t})" for n, t in columns.items()))
+        res = cls.resources
+        console.print(f"resources per worker: {res.cpus:g} cpu, {res.gpus:g} gpu"
+                      + (f", {res.memory_gb:g} GiB" if res.memory_gb else "")
+                      + (f"; workers: {cls.workers}" if cls.workers else "")
+                      + (f"; needs: {', '.join(cls.requires)}" if cls.requires else "") + "\n")
         table = Table("param", "type", "default", "description")
         for pname, field in cls.Params.model_fields.items():
             default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
             table.add_row(pname, _type_name(field.annotation), default, field.description or "")
         console.print(table)
         return
-    table = Table("stage", "kind", "params", "summary")
+    table = Table("stage", "kind", "adds", "summary")
     for sname, cls in registry().items():
-        summary = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
-        table.add_row(sname, cls.kind, ", ".join(cls.Params.model_fields), summary)
+        table.add_row(sname, cls.kind, ", ".join(cls.columns), _first_sentence(cls.__doc__ or ""))
     console.print(table)
 
 
@@ -131,17 +140,25 @@ def inspect(
     dataset: Path = typer.Argument(..., help="A dataset directory"),
     rows: int = typer.Option(3, "--rows", "-n", help="How many rows to show"),
     rejects: bool = typer.Option(False, "--rejects", help="Show rejected rows instead of kept ones"),
+    columns: Optional[str] = typer.Option(None, "--columns", "-c", help="Comma-separated columns to show (default: all)"),
+    width: int = typer.Option(0, "--width", help="Characters shown per value (default: fit the terminal)"),
 ) -> None:
     """Show a dataset's schema, ledger (rows/bytes in, out, rejected by reason) and a few rows.
 
+    Rows are shown one field per line, every column included (reject reasons and details first), so
+    nothing disappears when stages have added many columns.
+
     \b
     Example:
-      assay inspect runs/demo/length --rows 5 --rejects
+      assay inspect runs/demo/length --rows 5 --rejects --columns id,text,reject_reason
     """
+    import shutil
+
     from rich.console import Console
-    from rich.table import Table
+    from rich.markup import escape
 
     from .dataset import Dataset
+    from .schema import REJECT_DETAIL, REJECT_REASON, REJECT_STAGE
 
     ds = Dataset(dataset)
     if not ds.path.is_dir():
@@ -152,21 +169,56 @@ def inspect(
         console.print(f"[yellow]{dataset}: incomplete (no _manifest.json): a run was interrupted here[/yellow]")
     else:
         c = manifest["counts"]
-        console.print(f"[bold]{dataset}[/bold]  stage {manifest['stage']} ({manifest['stage_id']}), engine {manifest['engine']}, "
-                      f"{manifest['shards']} shards, {manifest['wall_seconds']}s")
+        console.print(f"[bold]{escape(str(dataset))}[/bold]  stage {manifest['stage']} ({manifest['stage_id']}), "
+                      f"engine {manifest['engine']}, {manifest['shards']} shards, {manifest['wall_seconds']}s")
         console.print(f"rows: {c['rows_in']} in, {c['rows_out']} out, {c['rows_rejected']} rejected; "
                       f"bytes: {c['bytes_in']} in, {c['bytes_out']} out")
         for reason, slot in c["rejected"].items():
-            console.print(f"  rejected {reason}: {slot['rows']} rows, {slot['bytes']} bytes")
-    console.print(f"schema: {', '.join(f'{f.name}: {f.type}' for f in ds.schema)}")
+            console.print(f"  rejected {escape(reason)}: {slot['rows']} rows, {slot['bytes']} bytes")
+        if manifest.get("fused_into"):
+            console.print(f"rows of this stage live in {manifest['fused_into']} (fused chain)")
+    try:
+        console.print(f"schema: {', '.join(f'{f.name}: {f.type}' for f in ds.schema)}")
+    except FileNotFoundError:
+        pass
     table = ds.read_rejects() if rejects else ds.read()
     if table.num_rows == 0:
         console.print("(no rows)")
         return
-    view = Table(*table.column_names[:10], show_lines=True)
-    for row in table.slice(0, rows).to_pylist():
-        view.add_row(*[_short(row[c]) for c in table.column_names[:10]])
-    console.print(view)
+    first = [n for n in (REJECT_REASON, REJECT_DETAIL, REJECT_STAGE) if n in table.column_names]
+    names = first + [n for n in table.column_names if n not in first]
+    if columns:
+        wanted = [c.strip() for c in columns.split(",") if c.strip()]
+        unknown = [c for c in wanted if c not in table.column_names]
+        if unknown:
+            raise UserError(f"--columns: no column {unknown[0]!r}; columns are {', '.join(table.column_names)}")
+        names = wanted
+    label = max(len(n) for n in names)
+    room = width or max(20, shutil.get_terminal_size((100, 24)).columns - label - 3)
+    for i, row in enumerate(table.slice(0, rows).to_pylist()):
+        console.print(f"[bold]── row {i + 1} " + "─" * 20 + "[/bold]")
+        for name in names:
+            console.print(f"{name:>{label}} │ {escape(_short(row[name], room))}", soft_wrap=True)
+
+
+@app.command()
+def export(
+    dataset: Path = typer.Argument(..., help="A dataset directory"),
+    out: Path = typer.Argument(..., help="Output file: .jsonl, .jsonl.gz or .jsonl.zst"),
+    rejects: bool = typer.Option(False, "--rejects", help="Export the rejected rows instead of the kept ones"),
+    force: bool = typer.Option(False, "--force", help="Replace OUT if it is a file this command wrote before"),
+) -> None:
+    """Write a dataset as JSON Lines (one object per row, all columns), for tools that read
+    datatrove/Dolma-style JSONL.gz; `meta` is written as a JSON object, not a string.
+
+    \b
+    Example:
+      assay export runs/demo/deduped demo.jsonl.gz
+    """
+    from .export import export_jsonl
+
+    rows = export_jsonl(dataset, out, rejects=rejects, force=force)
+    typer.echo(f"{out}: {rows} rows")
 
 
 @app.command()
@@ -185,6 +237,13 @@ def report(
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run directory")
     typer.echo(f"report: {write_report(run_dir, out)}")
+
+
+def _first_sentence(doc: str) -> str:
+    """The docstring's first paragraph up to its first full stop, never cut mid-sentence."""
+    para = " ".join(doc.strip().split("\n\n")[0].split())
+    end = para.find(". ")
+    return para if end < 0 else para[: end + 1]
 
 
 def _short(value: Any, width: int = 80) -> str:
@@ -221,8 +280,9 @@ def _stage_command(cls) -> click.Command:
 
     is_source = issubclass(cls, SourceStage)
     params: list[click.Parameter] = [
-        click.Argument(["inputs"], nargs=-1, required=True),
-        click.Argument(["out"], nargs=1),
+        # Internal names that no stage parameter uses (the mixer's pack stage has an `inputs` param).
+        click.Argument(["input_paths"], nargs=-1, required=True, metavar="INPUTS..."),
+        click.Argument(["output_path"], nargs=1, metavar="OUT"),
     ]
     for name, field in cls.Params.model_fields.items():
         if is_source and name == "paths":
@@ -245,7 +305,8 @@ def _stage_command(cls) -> click.Command:
                      help="Recompute even if OUT is up to date (replaces only an Assay dataset)"),
     ]
 
-    def callback(inputs, out, engine, workers, spark_master, ray_address, force, **values):
+    def callback(input_paths, output_path, engine, workers, spark_master, ray_address, force, **values):
+        inputs, out = input_paths, output_path
         import yaml
 
         from .runner import run_stage
@@ -273,10 +334,9 @@ def _stage_command(cls) -> click.Command:
         for reason, slot in c["rejected"].items():
             click.echo(f"  {reason}: {slot['rows']}")
 
-    doc = (cls.__doc__ or "").strip()
-    if "Example:" not in doc:  # every command's help shows one
-        group, _, sub = cls.name.partition(".")
-        doc += f"\n\nExample: assay {group} {sub} {'data/*' if is_source else 'runs/x/in'} runs/x/{sub}"
+    from inspect import cleandoc
+
+    doc = cleandoc(cls.__doc__ or "")  # every stage documents a hand-written example (tested)
     doc = doc.replace("\n\n", "\n\n\b\n")
     in_help = "IN... are input files/globs" if is_source else "IN... are input dataset directories"
     return click.Command(cls.name.split(".", 1)[-1], params=params, callback=callback,
@@ -328,7 +388,8 @@ def _terminate_as_interrupt(signum, frame) -> None:
 def main(argv: list[str] | None = None) -> None:
     import signal
 
-    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    if argv is None:  # the real program, not a caller embedding the CLI (tests, notebooks)
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     cli = build_cli()
     try:
         cli.main(args=argv, prog_name="assay", standalone_mode=False)

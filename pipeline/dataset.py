@@ -32,6 +32,8 @@ RUN_FILE = "_run.json"
 REJECTS_DIR = "_rejects"
 SHARDS_DIR = "_shards"
 ROW_GROUP_ROWS = 20_000
+EXAMPLES_PER_REASON = 3  # rejected rows per reason kept in the manifest for the report
+EXAMPLE_CHARS = 300
 
 
 def shard_name(index: int) -> str:
@@ -245,8 +247,9 @@ class ShardWriter:
     or be the parent (`parent_id` / `parent_ids`) of an output row."""
 
     def __init__(self, root: Path, index: int, schema: pa.Schema, stage_id: str,
-                 cardinality: str = "one_to_one"):
+                 cardinality: str = "one_to_one", keep_rows: bool = True):
         self.root = Path(root)
+        self.keep_rows = keep_rows  # False: count kept rows only (a fused chain's middle stage)
         self.index = index
         self.schema = schema
         self.stage_id = stage_id
@@ -259,6 +262,8 @@ class ShardWriter:
         self._name = name
         self.reject_schema = _reject_schema(schema)
         self._input_ids: set[str] | None = None
+        self.examples: dict[str, list[dict[str, Any]]] = {}  # a few rejected rows per reason, for reports
+        self.sources: dict[str, dict[str, int]] = {}  # rows out / rejected per `source`
         self._parents: set[str] = set()
         self._rejected_ids: set[str] = set()
         if cardinality != "one_to_one":
@@ -291,11 +296,13 @@ class ShardWriter:
                               "declare them in the stage's `columns`")
         kept = conform(table, self.schema)
         if kept.num_rows:
+            self._count_sources(kept, "out")
             self.counts.rows_out += kept.num_rows
             self.counts.bytes_out += text_bytes(kept)
             if self._input_ids is not None:
                 self._note_parents(kept)
-            self._writer_out().write_table(kept, row_group_size=ROW_GROUP_ROWS)
+            if self.keep_rows:
+                self._writer_out().write_table(kept, row_group_size=ROW_GROUP_ROWS)
 
     def _note_parents(self, kept: pa.Table) -> None:
         if PARENT_ID in kept.column_names:
@@ -316,10 +323,15 @@ class ShardWriter:
         if self._input_ids is not None:
             self._rejected_ids.update(rejects.column("id").to_pylist())
         rejects = conform(rejects, self.reject_schema)
+        self._count_sources(rejects, "rejected")
         grouped = rejects.group_by(REJECT_REASON).aggregate([([], "count_all")])
         for reason, n in zip(grouped.column(REJECT_REASON).to_pylist(), grouped.column("count_all").to_pylist()):
             part = rejects.filter(pc.equal(rejects.column(REJECT_REASON), reason))
             self.counts.add_rejects(reason, n, text_bytes(part))
+            kept_examples = self.examples.setdefault(reason, [])
+            for row in part.slice(0, max(0, EXAMPLES_PER_REASON - len(kept_examples))).to_pylist():
+                kept_examples.append({"id": row.get("id"), "source": row.get("source"), "detail": row.get(REJECT_DETAIL),
+                                      "text": (row.get("text") or "")[:EXAMPLE_CHARS]})
         if self._rej is None:
             self._rej = pq.ParquetWriter(self.files.temp(f"{REJECTS_DIR}/{self._name}"), self.reject_schema,
                                          compression="zstd")
@@ -329,6 +341,14 @@ class ShardWriter:
         if self._out is None:
             self._out = pq.ParquetWriter(self.files.temp(self._name), self.schema, compression="zstd")
         return self._out
+
+    def _count_sources(self, table: pa.Table, side: str) -> None:
+        if "source" not in table.column_names or not table.num_rows:
+            return
+        counts = pc.value_counts(pc.fill_null(table.column("source"), ""))
+        for item in counts.to_pylist():
+            slot = self.sources.setdefault(item["values"], {"out": 0, "rejected": 0})
+            slot[side] += item["counts"]
 
     def check_ledger(self) -> None:
         if self._input_ids is not None:
@@ -343,9 +363,15 @@ class ShardWriter:
 
     def commit(self) -> Counts:
         self.check_ledger()
-        self._writer_out()  # an empty shard is still a shard: readers see the schema
+        if self.keep_rows:
+            self._writer_out()  # an empty shard is still a shard: readers see the schema
         self.close_writers()
-        self.files.commit(self.counts)
+        extra = {}
+        if self.examples:
+            extra["reject_examples"] = self.examples
+        if self.sources:
+            extra["sources"] = self.sources
+        self.files.commit(self.counts, extra=extra)
         return self.counts
 
     def close_writers(self) -> None:
@@ -492,6 +518,19 @@ def finalize(root: Path, manifest: dict[str, Any], shard_count: int) -> dict[str
     if seconds:
         manifest = dict(manifest, shard_seconds={"sum": round(sum(seconds), 3), "max": round(max(seconds), 3),
                                                  "mean": round(sum(seconds) / len(seconds), 4)})
+    examples: dict[str, list] = {}
+    sources: dict[str, dict[str, int]] = {}
+    for marker in ordered:
+        for reason, rows in marker.get("reject_examples", {}).items():
+            examples.setdefault(reason, []).extend(rows[: EXAMPLES_PER_REASON - len(examples.get(reason, []))])
+        for source, slot in marker.get("sources", {}).items():
+            total_slot = sources.setdefault(source, {"out": 0, "rejected": 0})
+            for side in ("out", "rejected"):
+                total_slot[side] += slot.get(side, 0)
+    if examples:
+        manifest = dict(manifest, reject_examples=dict(sorted(examples.items())))
+    if sources:
+        manifest = dict(manifest, sources=dict(sorted(sources.items())))
     for key in ("tokens", "loss_tokens"):  # token shards' totals
         if any(key in m for m in ordered):
             manifest = dict(manifest, **{f"total_{key}": sum(int(m.get(key, 0)) for m in ordered)})

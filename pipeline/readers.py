@@ -1,27 +1,44 @@
 """Readers that turn outside data (JSONL, Parquet, directories of text files) into documents.
 
-Every record that cannot become a document becomes a reject row with a reason code, so a corrupt
-archive, a broken line or bad UTF-8 is visible in `_rejects/` and in the report, never a crash.
+Every record that cannot become a document becomes a reject row with a reason code and its location
+(file, line or row), so a corrupt archive, a broken line or bad UTF-8 is visible in `_rejects/` and in
+the report, never a crash. Two guards make that hold for any input, not only the cases foreseen here:
+
+* `DocBuffer.guard(where, reason)` around each record: any exception raised while parsing that record
+  becomes one reject (reason from the exception's type, detail `ExcType: message`), and the reader
+  goes on with the next record;
+* `FileReader`, the base of every file-reading stage, wraps `read_file`: a stream error nobody caught,
+  a path that is not a regular file, or a file that yields no row at all still gives one reject row
+  for that file, so every input file is accounted for.
+
+Only exceptions a document can cause become rejects. KeyboardInterrupt and SystemExit are not
+`Exception`s and pass through; a plain MemoryError means this worker is out of memory, not that the
+record is bad, and passes through too (size limits turn big records into `too_large` before that).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
-import zlib
+import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
-from .io import open_binary, strip_compression_suffix
+from .io import ExpansionLimit, NotAFile, check_regular_file, iter_lines, open_binary, strip_compression_suffix
 from .schema import CONTENT_TYPES, DOC_SCHEMA, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta
 from .stage import Params, SourceStage, register
 
-# Errors a damaged compressed stream raises part-way through.
-STREAM_ERRORS = (EOFError, zlib.error, OSError, ValueError)
 REJECT_SNIPPET_CHARS = 2_000
+DETAIL_CHARS = 500
+READER_SCHEMA = DOC_SCHEMA.append(pa.field(REJECT_REASON, pa.string())).append(pa.field(REJECT_DETAIL, pa.string()))
+
+# Param type for `content_type`: a typo is caught by `assay validate`, not discovered in the data.
+ContentType = Literal[CONTENT_TYPES]  # type: ignore[valid-type]
 
 CODE_SUFFIXES = {
     ".py", ".js", ".ts", ".java", ".c", ".h", ".cc", ".cpp", ".hpp", ".go", ".rs", ".rb", ".php",
@@ -29,62 +46,227 @@ CODE_SUFFIXES = {
 }
 
 
+# ---- turning exceptions into rejects ------------------------------------------------------------
+
+class Reject(Exception):
+    """Raised inside a reader for a record that is bad in a known way: becomes reject `reason`."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+# First match wins; anything else gets the caller's default (bad_json for a JSON line, ...).
+_REASONS: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
+    ((ExpansionLimit, MemoryError), "too_large"),
+    (NotAFile, "unreadable"),
+    (RecursionError, "too_deep"),
+    (UnicodeError, "invalid_utf8"),
+    (json.JSONDecodeError, "bad_json"),
+    ((TypeError, pa.ArrowTypeError), "wrong_type"),
+)
+
+
+def caused_by_input(exc: BaseException) -> bool:
+    """True for exceptions a bad document can cause; False for interrupts and exhausted memory.
+
+    Arrow's MemoryError is the exception: Arrow raises it when one allocation fails, typically the
+    size a corrupt file's metadata asked for, so it is the file's fault, not this worker's."""
+    if isinstance(exc, MemoryError):
+        return isinstance(exc, pa.ArrowException)
+    return isinstance(exc, Exception)
+
+
+def reject_reason(exc: BaseException, default: str) -> str:
+    if isinstance(exc, Reject):
+        return exc.reason
+    for types, reason in _REASONS:
+        if isinstance(exc, types):
+            return reason
+    if isinstance(exc, OSError) and exc.errno is not None:  # the file system said no (ELOOP, EIO, ...);
+        return "unreadable"  # parsers' OSErrors (BadGzipFile, fastwarc) carry no errno
+    return default
+
+
+def describe(exc: BaseException) -> str:
+    """One line, bounded: `ExcType: message` (a Reject's own detail as it is)."""
+    text = exc.detail if isinstance(exc, Reject) else f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())[:DETAIL_CHARS]
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def valid_utf8(value: str | None) -> tuple[str | None, int]:
+    """Replace lone surrogates (JSON `\\ud800` escapes, surrogateescape'd bytes) with U+FFFD, which
+    UTF-8 cannot store; return the string and how many were replaced."""
+    if value is None or value.isascii():
+        return value, 0
+    return _SURROGATES.subn("\ufffd", value)
+
+
+# ---- collecting rows -----------------------------------------------------------------------------
+
 class DocBuffer:
-    """Collects documents and rejects for one file and hands them out as tables of bounded size."""
+    """Collects documents and rejects for one file and hands them out as tables of bounded size.
+
+    Every string it stores is valid UTF-8: lone surrogates are replaced and counted in meta
+    (`replaced_surrogates`: field -> count), so a row can always be written.
+    """
 
     def __init__(self, source: str, flush_rows: int = 5_000):
-        self.source = source
+        self.source = valid_utf8(source)[0]  # it comes from file names, which need not be UTF-8
         self.flush_rows = flush_rows
         self.rows: list[dict[str, Any]] = []
 
     def add(self, text: str, *, url: str | None = None, content_type: str | None = None,
             lang: str | None = None, domain: str | None = None, meta: dict | None = None,
             source: str | None = None) -> None:
-        source = source or self.source
-        self.rows.append({
-            "id": doc_id(text, source, url), "text": text, "source": source,
-            "content_type": content_type, "url": url, "lang": lang, "domain": domain,
-            "meta": dumps_meta(meta), REJECT_REASON: None, REJECT_DETAIL: None,
-        })
+        if not isinstance(text, str):
+            raise Reject("wrong_type", f"text is {type(text).__name__}, expected a string")
+        meta = dict(meta or {})
+        fields = {"text": text, "source": source or self.source, "content_type": content_type,
+                  "url": url, "lang": lang, "domain": domain}
+        replaced = {}
+        for name, value in fields.items():
+            if value is None or (value.__class__ is str and value.isascii()):
+                continue  # the common case, kept cheap: tiny records come by the million
+            if not isinstance(value, str):
+                meta.setdefault(name, value)  # an odd value is kept in meta, not forced into the column
+                fields[name] = None
+                continue
+            fields[name], count = valid_utf8(value)
+            if count:
+                replaced[name] = count
+        fields["source"] = fields["source"] or self.source
+        meta_json, count = valid_utf8(dumps_meta(meta))
+        if count:
+            replaced["meta"] = count
+        if replaced:
+            meta_json = dumps_meta(dict(json.loads(meta_json), replaced_surrogates=replaced))
+        self.rows.append(dict(fields, id=doc_id(fields["text"], fields["source"], fields["url"]),
+                              meta=meta_json, **{REJECT_REASON: None, REJECT_DETAIL: None}))
 
-    def reject(self, reason: str, detail: str, *, raw: str = "", where: str = "", meta: dict | None = None) -> None:
-        snippet = raw[:REJECT_SNIPPET_CHARS]
+    def reject(self, reason: str, detail: str, *, raw: str | bytes = "", where: str = "", meta: dict | None = None) -> None:
+        if isinstance(raw, bytes):
+            raw = raw[:REJECT_SNIPPET_CHARS * 4].decode("utf-8", "replace")
+        snippet = valid_utf8(raw[:REJECT_SNIPPET_CHARS])[0]
+        where = valid_utf8(where)[0]
+        meta_json = valid_utf8(dumps_meta(dict(meta or {}, location=where)))[0]
         self.rows.append({
             "id": doc_id(snippet, self.source, where), "text": snippet, "source": self.source,
             "content_type": None, "url": None, "lang": None, "domain": None,
-            "meta": dumps_meta(dict(meta or {}, location=where)), REJECT_REASON: reason, REJECT_DETAIL: detail,
+            "meta": meta_json, REJECT_REASON: reason, REJECT_DETAIL: valid_utf8(detail)[0],
         })
+
+    @contextmanager
+    def guard(self, where: str | Callable[[], str], default: str, raw: str | bytes = "",
+              meta: dict | None = None) -> Iterator[None]:
+        """Turn any exception a document causes inside the block into one reject at `where`; rows
+        added before it stand (readers add a document as their record's last step)."""
+        try:
+            yield
+        except Exception as exc:
+            if not caused_by_input(exc):
+                raise
+            self.reject(reject_reason(exc, default), describe(exc), raw=raw,
+                        where=where() if callable(where) else where, meta=meta)
 
     def full(self) -> bool:
         return len(self.rows) >= self.flush_rows
 
     def take(self) -> pa.Table:
-        schema = DOC_SCHEMA.append(pa.field(REJECT_REASON, pa.string())).append(pa.field(REJECT_DETAIL, pa.string()))
-        table = pa.Table.from_pylist(self.rows, schema=schema)
-        self.rows = []
-        return table
+        rows, self.rows = self.rows, []
+        try:
+            return pa.Table.from_pylist(rows, schema=READER_SCHEMA)
+        except Exception as exc:  # a value add() did not foresee: find the row, keep the others
+            if not caused_by_input(exc):
+                raise
+            return pa.concat_tables([self._one_row(row) for row in rows] or [READER_SCHEMA.empty_table()])
+
+    def _one_row(self, row: dict[str, Any]) -> pa.Table:
+        try:
+            return pa.Table.from_pylist([row], schema=READER_SCHEMA)
+        except Exception as exc:
+            if not caused_by_input(exc):
+                raise
+            location = f"{row.get('url') or ''} {row.get('meta') or ''}"[:REJECT_SNIPPET_CHARS]
+            self.reject(reject_reason(exc, "wrong_type"), describe(exc), where=location)
+            return pa.Table.from_pylist([self.rows.pop()], schema=READER_SCHEMA)
+
+
+# ---- the per-file guard --------------------------------------------------------------------------
+
+def guard_file(read_file: Callable[[Any, str], Iterator[pa.Table]]) -> Callable[[Any, str], Iterator[pa.Table]]:
+    """Wrap a `read_file(self, path)` generator so that the file always ends up accounted for: a
+    non-regular file or an exception nobody caught becomes a reject for the file (rows already
+    handed out stand), and a file that gave no row at all gives an `empty_file` reject."""
+    if getattr(read_file, "_guarded", False):
+        return read_file
+
+    @functools.wraps(read_file)
+    def read(self, path: str) -> Iterator[pa.Table]:
+        buf = DocBuffer(self.source_for(path))
+        rows = 0
+        with buf.guard(path, "corrupt_file"):
+            check_regular_file(path)
+            for table in read_file(self, path):
+                rows += table.num_rows
+                yield table
+        if not rows and not buf.rows:
+            buf.reject("empty_file", "the file holds no records", where=path)
+        if buf.rows:
+            yield buf.take()
+
+    read._guarded = True  # type: ignore[attr-defined]
+    return read
+
+
+class FileReader(SourceStage):
+    """Base of stages that read files: every subclass's `read_file` is wrapped by `guard_file`."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "read_file" in cls.__dict__:
+            cls.read_file = guard_file(cls.__dict__["read_file"])
+
+    def source_for(self, path: str) -> str:
+        """Value of `source` on this file's rows (also on its file-level rejects)."""
+        return _source_name(path, getattr(self.params, "source", None))
 
 
 def _source_name(path: str, configured: str | None) -> str:
     return configured or Path(strip_compression_suffix(Path(path).name)).stem
 
 
+# ---- JSON Lines -------------------------------------------------------------------------------------
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# NaN and Infinity are not JSON: accepting them would write meta that other JSON parsers refuse.
+_JSON = json.JSONDecoder(parse_constant=_no_constant)
+
+
 class JsonlParams(Params):
     paths: list[str] = Field(description="Files, directories or globs of .jsonl / .jsonl.gz / .jsonl.zst")
     source: str | None = Field(None, description="Dataset name written to `source`; default: the file's stem")
-    content_type: str = Field("web", description=f"One of {', '.join(CONTENT_TYPES)}")
+    content_type: ContentType = Field("web", description=f"One of {', '.join(CONTENT_TYPES)}")
     text_field: str = Field("text", description="Field holding the document text")
     url_field: str | None = Field("url", description="Field holding the URL, if any")
     lang_field: str | None = Field(None, description="Field holding a language code, if any")
-    max_doc_bytes: int = Field(50_000_000, description="Records larger than this are rejected as too_large")
+    max_doc_bytes: int = Field(50_000_000, gt=0, description="Records larger than this are rejected as too_large")
+    max_expansion: float = Field(200.0, gt=1, description="A compressed file expanding more than this many times its "
+                                 "size (past the first MiB) is a decompression bomb: the rest is rejected as too_large")
 
 
 @register("read.jsonl")
-class ReadJsonl(SourceStage):
+class ReadJsonl(FileReader):
     """Read JSON Lines (plain, gzip or zstd). Fields other than text/url/lang go to `meta`.
 
-    Rejects: bad_json (line N), invalid_utf8, missing_text, too_large, corrupt_file (damaged
-    compression; the lines before the damage are kept), empty_file.
+    Rejects: bad_json (line N), invalid_utf8, missing_text, wrong_type, too_large, too_deep,
+    corrupt_file (damaged compression; the lines before the damage are kept), empty_file.
 
     Example: assay read jsonl data/*.jsonl.gz out/ --text-field content --source mycrawl
     """
@@ -93,64 +275,50 @@ class ReadJsonl(SourceStage):
 
     def read_file(self, path: str) -> Iterator[pa.Table]:
         p = self.params
-        buf = DocBuffer(_source_name(path, p.source))
-        seen = 0
+        buf = DocBuffer(self.source_for(path))
         lineno = 0
-        try:
-            with open_binary(path) as fh:
-                for lineno, raw in enumerate(fh, start=1):
-                    if not raw.strip():
-                        continue
-                    seen += 1
-                    self._add_line(buf, raw, f"{path}:{lineno}")
+        with buf.guard(lambda: f"{path} after line {lineno}", "corrupt_file"):
+            with open_binary(path, max_expansion=p.max_expansion) as fh:
+                for lineno, raw, size in iter_lines(fh, p.max_doc_bytes):
+                    where = f"{path}:{lineno}"
+                    if raw is None:
+                        buf.reject("too_large", f"{size} bytes > max_doc_bytes={p.max_doc_bytes}", where=where)
+                    else:
+                        with buf.guard(where, "bad_json", raw=raw):
+                            self._add_line(buf, raw, lineno == 1)
                     if buf.full():
                         yield buf.take()
-        except STREAM_ERRORS as exc:
-            seen += 1
-            buf.reject("corrupt_file", f"{type(exc).__name__}: {exc} after line {lineno}", where=path)
-        if seen == 0:
-            buf.reject("empty_file", "no records", where=path)
         yield buf.take()
 
-    def _add_line(self, buf: DocBuffer, raw: bytes, where: str) -> None:
+    def _add_line(self, buf: DocBuffer, raw: bytes, first: bool) -> None:
         p = self.params
-        if len(raw) > p.max_doc_bytes:
-            buf.reject("too_large", f"{len(raw)} bytes > max_doc_bytes={p.max_doc_bytes}", where=where)
-            return
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            buf.reject("invalid_utf8", f"{exc.reason} at byte {exc.start}", raw=raw.decode("utf-8", "replace"), where=where)
-            return
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            buf.reject("bad_json", f"{exc.msg} at column {exc.colno}", raw=line, where=where)
-            return
+        record = _JSON.decode(raw.decode("utf-8-sig" if first else "utf-8"))
         if not isinstance(record, dict):
-            buf.reject("bad_json", f"expected an object, got {type(record).__name__}", raw=line, where=where)
-            return
+            raise Reject("bad_json", f"expected an object, got {type(record).__name__}")
         text = record.pop(p.text_field, None)
+        if text is None:
+            raise Reject("missing_text", f"field {p.text_field!r} is missing or null")
         if not isinstance(text, str):
-            buf.reject("missing_text", f"field {p.text_field!r} is {type(text).__name__}", raw=line, where=where)
-            return
+            raise Reject("wrong_type", f"field {p.text_field!r} is {type(text).__name__}, expected a string")
         url = record.pop(p.url_field, None) if p.url_field else None
         lang = record.pop(p.lang_field, None) if p.lang_field else None
-        buf.add(text, url=url if isinstance(url, str) else None, content_type=p.content_type,
-                lang=lang if isinstance(lang, str) else None, meta=record)
+        buf.add(text, url=url, content_type=p.content_type, lang=lang, meta=record)
 
+
+# ---- one document per file ------------------------------------------------------------------------------
 
 class TextFilesParams(Params):
     paths: list[str] = Field(description="Files, directories (recursive) or globs; .gz/.zst are decompressed")
     source: str | None = Field(None, description="Dataset name written to `source`; default: the first path's name")
-    content_type: str | None = Field(None, description="Content type; default: `code` for source-code suffixes, else `web`")
+    content_type: ContentType | None = Field(None, description="Content type; default: `code` for source-code suffixes, else `web`")
     root: str | None = Field(None, description="Paths in meta are made relative to this directory")
-    encoding_errors: str = Field("reject", description="`reject` invalid UTF-8, or `replace` bad bytes with U+FFFD")
-    max_doc_bytes: int = Field(50_000_000, description="Files larger than this are rejected as too_large")
+    encoding_errors: Literal["reject", "replace"] = Field(
+        "reject", description="`reject` invalid UTF-8, or `replace` bad bytes with U+FFFD")
+    max_doc_bytes: int = Field(50_000_000, gt=0, description="Files larger than this are rejected as too_large")
 
 
 @register("read.text")
-class ReadTextFiles(SourceStage):
+class ReadTextFiles(FileReader):
     """One document per text file (source code, plain text). Empty files and invalid UTF-8 are rejects.
 
     Example: assay read text 'repo/**/*.py' out/ --source thealgorithms --content-type code
@@ -160,51 +328,78 @@ class ReadTextFiles(SourceStage):
     files_per_task = 256
     path_params = ("paths", "root")
 
+    def source_for(self, path: str) -> str:
+        first = self.params.paths[0] if self.params.paths else ""
+        return self.params.source or Path(first.rstrip("/*")).name or "text"
+
     def read_file(self, path: str) -> Iterator[pa.Table]:
         p = self.params
-        source = p.source or Path(p.paths[0].rstrip("/*")).name or "text"
-        buf = DocBuffer(source)
+        buf = DocBuffer(self.source_for(path))
         rel = os.path.relpath(path, p.root) if p.root else path
         name = strip_compression_suffix(path)
         kind = p.content_type or ("code" if Path(name).suffix.lower() in CODE_SUFFIXES else "web")
-        meta = {"path": rel, "suffix": Path(name).suffix.lower()}
-        try:
-            size = os.path.getsize(path)
+        with buf.guard(rel, "corrupt_file"):
+            size = check_regular_file(path)
             if size > p.max_doc_bytes:
-                buf.reject("too_large", f"{size} bytes > max_doc_bytes={p.max_doc_bytes}", where=rel)
-                yield buf.take()
-                return
+                raise Reject("too_large", f"{size} bytes > max_doc_bytes={p.max_doc_bytes}")
             with open_binary(path) as fh:
-                data = fh.read(p.max_doc_bytes + 1)
-        except STREAM_ERRORS as exc:
-            buf.reject("corrupt_file", f"{type(exc).__name__}: {exc}", where=rel)
-            yield buf.take()
-            return
-        if len(data) > p.max_doc_bytes:
-            buf.reject("too_large", f"decompressed size > max_doc_bytes={p.max_doc_bytes}", where=rel)
-        elif not data.strip():
-            buf.reject("empty_file", "file is empty or whitespace only", where=rel)
-        else:
-            try:
+                data = fh.read(p.max_doc_bytes + 1)  # bounded: a compressed bomb stops here
+            if len(data) > p.max_doc_bytes:
+                raise Reject("too_large", f"decompressed size > max_doc_bytes={p.max_doc_bytes}")
+            if not data.strip():
+                raise Reject("empty_file", "file is empty or whitespace only")
+            with buf.guard(rel, "invalid_utf8", raw=data):
                 text = data.decode("utf-8", "strict" if p.encoding_errors == "reject" else "replace")
-            except UnicodeDecodeError as exc:
-                buf.reject("invalid_utf8", f"{exc.reason} at byte {exc.start}", raw=data.decode("utf-8", "replace"), where=rel)
-            else:
-                buf.add(text, content_type=kind, meta=meta)
+                buf.add(text, content_type=kind, meta={"path": rel, "suffix": Path(name).suffix.lower()})
         yield buf.take()
 
+
+# ---- Parquet -------------------------------------------------------------------------------------------------
 
 class ParquetParams(Params):
     paths: list[str] = Field(description="Parquet files, directories or globs")
     source: str | None = Field(None, description="Dataset name written to `source` when the data has none")
-    content_type: str = Field("web", description="Content type when the data has no content_type column")
-    text_field: str = Field("text", description="Column holding the document text")
-    batch_rows: int = Field(10_000, description="Rows read per batch")
+    content_type: ContentType = Field("web", description="Content type when the data has no (known) content_type")
+    text_field: str = Field("text", description="Column holding the document text (string, or UTF-8 binary)")
+    batch_rows: int = Field(10_000, gt=0, description="Rows read per batch")
+    max_doc_bytes: int = Field(50_000_000, gt=0, description="Texts larger than this are rejected as too_large")
+
+
+def _text_column_problem(schema: pa.Schema, name: str) -> Reject | None:
+    if name not in schema.names:
+        return Reject("wrong_schema", f"no column {name!r}; columns: {', '.join(schema.names)[:300]}")
+    kind = schema.field(name).type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
+            or pa.types.is_large_binary(kind) or str(kind) in ("string_view", "binary_view")):
+        return Reject("wrong_type", f"column {name!r} is {kind}, expected a string column")
+    return None
+
+
+def _batch_rows(batch: pa.RecordBatch) -> Iterator[dict | Exception]:
+    """The batch as dicts; when the batch will not convert, row by row, with the failure in place."""
+    try:
+        yield from batch.to_pylist()
+        return
+    except Exception as exc:
+        if not caused_by_input(exc):
+            raise
+    for i in range(batch.num_rows):
+        try:
+            yield batch.slice(i, 1).to_pylist()[0]
+        except Exception as exc:
+            if not caused_by_input(exc):
+                raise
+            yield exc
 
 
 @register("read.parquet")
-class ReadParquet(SourceStage):
+class ReadParquet(FileReader):
     """Read outside Parquet into documents: schema columns are mapped, every other column goes to `meta`.
+
+    Rejects: wrong_schema / wrong_type (no usable text column: one reject for the file), missing_text,
+    invalid_utf8, too_large, bad_json (a `meta` string that is not a JSON object), corrupt_file.
 
     Example: assay read parquet 'hf_export/*.parquet' out/ --text-field content
     """
@@ -213,32 +408,50 @@ class ReadParquet(SourceStage):
 
     def read_file(self, path: str) -> Iterator[pa.Table]:
         p = self.params
-        buf = DocBuffer(_source_name(path, p.source))
+        buf = DocBuffer(self.source_for(path))
         seen = 0
-        try:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=p.batch_rows):
-                for row in batch.to_pylist():
-                    seen += 1
-                    self._add_row(buf, row, f"{path}:{seen}")
-                yield buf.take()
-        except (OSError, pa.ArrowException) as exc:
-            buf.reject("corrupt_file", f"{type(exc).__name__}: {exc}", where=path)
-            seen += 1
-        if not seen:
-            buf.reject("empty_file", "no rows", where=path)
+        with buf.guard(lambda: f"{path} after row {seen}" if seen else path, "corrupt_file"):
+            with pq.ParquetFile(path) as pf:
+                problem = _text_column_problem(pf.schema_arrow, p.text_field)
+                if problem:
+                    raise problem
+                for batch in pf.iter_batches(batch_size=p.batch_rows):
+                    for row in _batch_rows(batch):
+                        seen += 1
+                        with buf.guard(f"{path}:{seen}", "wrong_type"):
+                            if isinstance(row, Exception):
+                                raise row
+                            self._add_row(buf, row)
+                    yield buf.take()
         yield buf.take()
 
-    def _add_row(self, buf: DocBuffer, row: dict, where: str) -> None:
+    def _add_row(self, buf: DocBuffer, row: dict) -> None:
         p = self.params
         text = row.pop(p.text_field, None)
-        if not isinstance(text, str):
-            buf.reject("missing_text", f"column {p.text_field!r} is {type(text).__name__}", where=where)
-            return
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        if text is None:
+            raise Reject("missing_text", f"column {p.text_field!r} is null")
+        if len(text) > p.max_doc_bytes or (4 * len(text) > p.max_doc_bytes and len(text.encode("utf-8", "surrogatepass")) > p.max_doc_bytes):
+            raise Reject("too_large", f"text of {len(text)} characters > max_doc_bytes={p.max_doc_bytes}")
         row.pop("id", None)  # ids are always content-derived
         fields = {k: row.pop(k, None) for k in ("url", "lang", "domain", "content_type")}
         source = row.pop("source", None)
-        meta = row.pop("meta", None)
-        meta = json.loads(meta) if isinstance(meta, str) and meta.startswith("{") else ({"meta": meta} if meta else {})
+        meta = _meta_dict(row.pop("meta", None))
+        if fields["content_type"] is not None and fields["content_type"] not in CONTENT_TYPES:
+            meta.setdefault("content_type", fields["content_type"])  # unknown type: keep it, use the param
+            fields["content_type"] = None
         meta.update(row)
         buf.add(text, url=fields["url"], content_type=fields["content_type"] or p.content_type,
                 lang=fields["lang"], domain=fields["domain"], meta=meta, source=source)
+
+
+def _meta_dict(meta: Any) -> dict:
+    """A `meta` column value as a dict: a JSON object string is parsed (a broken one is a reject),
+    any other non-empty value is kept under the key `meta`."""
+    if isinstance(meta, str) and meta.lstrip().startswith("{"):
+        try:
+            return _JSON.decode(meta)
+        except (ValueError, RecursionError) as exc:
+            raise Reject("bad_json", f"column 'meta' is not a JSON object: {describe(exc)}") from None
+    return {"meta": meta} if meta not in (None, "") else {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Any, Literal
@@ -64,6 +65,8 @@ class Recipe(BaseModel):
     workdir: str | None = None
     engine: EngineName = "local"
     engine_options: EngineOptions = Field(default_factory=EngineOptions)
+    # Run chains of one-to-one map stages as one read and one write per shard (pipeline/fusion.py).
+    fuse: bool = False
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     stages: list[StageSpec] = Field(default_factory=list)
     _base_dir: Path | None = None
@@ -126,6 +129,11 @@ def _loc(loc: tuple, data: dict) -> str:
     return out or "(top level)"
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _friendly(err: dict, data: dict, known: list[str]) -> str:
     where = _loc(err["loc"], data)
     msg = err["msg"]
@@ -136,23 +144,89 @@ def _friendly(err: dict, data: dict, known: list[str]) -> str:
     elif err["type"] == "missing":
         msg = "required key is missing"
     elif "input" in err and not isinstance(err["input"], (dict, list)):
-        msg += f" (got {err['input']!r})"
+        msg += f" (got {_shown(err['input'])})"
     return f"{where}: {msg}"
 
 
+# A recipe is a small hand-written file: past these limits it is a mistake (or an attack), and checking
+# it would otherwise cost unbounded time (YAML aliases can expand exponentially) or recursion depth.
+MAX_RECIPE_BYTES = 1 << 20
+MAX_RECIPE_NODES = 100_000
+MAX_RECIPE_DEPTH = 50
+
+
+def _check_shape(data: Any, path: Path) -> None:
+    """Count nodes as they would be expanded (aliases included) and bound depth; a YAML alias loop
+    (`&a [*a]`) shows up as depth past the limit."""
+    nodes, todo = 0, [(data, 1)]
+    while todo:
+        node, depth = todo.pop()
+        nodes += 1
+        if nodes > MAX_RECIPE_NODES:
+            raise RecipeError(f"{path}: recipe expands to more than {MAX_RECIPE_NODES} values (YAML aliases?)")
+        if depth > MAX_RECIPE_DEPTH:
+            raise RecipeError(f"{path}: recipe nests deeper than {MAX_RECIPE_DEPTH} levels")
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                raise RecipeError(f"{path}: {node[:40]!r}: a \\u escape makes a lone surrogate, which is not text") from None
+        elif isinstance(node, dict):
+            todo.extend((child, depth + 1) for pair in node.items() for child in pair)
+        elif isinstance(node, (list, tuple, set)):
+            todo.extend((child, depth + 1) for child in node)
+
+
+def _check_flow_depth(text: str, path: Path) -> None:
+    """PyYAML takes seconds on thousands of nested `[`/`{` before it fails: refuse them up front
+    (brackets inside quoted strings count too; no real recipe comes near the limit)."""
+    depth = 0
+    for m in re.finditer(r"[\[\]{}]", text):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > 4 * MAX_RECIPE_DEPTH:
+            raise RecipeError(f"{path}: recipe nests deeper than {MAX_RECIPE_DEPTH} levels")
+
+
+def _one_line(message: str) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= 1000 else message[:997] + "..."
+
+
 def load_recipe(path: str | os.PathLike) -> Recipe:
+    """Read, parse and validate a recipe file; every problem is one RecipeError line naming the file."""
+    from .io import check_regular_file
+
     path = Path(path)
     try:
-        text = path.read_text()
+        check_regular_file(path)  # before open(): opening a FIFO would block
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_RECIPE_BYTES + 1)
     except OSError as exc:
-        raise RecipeError(f"{path}: cannot read recipe: {exc.strerror}") from None
+        raise RecipeError(f"{path}: cannot read recipe: {exc.strerror or exc}") from None
+    if len(raw) > MAX_RECIPE_BYTES:
+        raise RecipeError(f"{path}: recipe is larger than {MAX_RECIPE_BYTES >> 20} MiB")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise RecipeError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    _check_flow_depth(text, path)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise RecipeError(f"{path}: {where}invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    return parse_recipe(data, path)
+        raise RecipeError(_one_line(f"{path}: {where}invalid YAML: {getattr(exc, 'problem', None) or exc}")) from None
+    except RecursionError:
+        raise RecipeError(f"{path}: invalid YAML: nested too deeply") from None
+    except Exception as exc:  # e.g. ValueError for a date like 2024-13-45 that the YAML resolver accepts
+        raise RecipeError(_one_line(f"{path}: invalid YAML: {type(exc).__name__}: {exc}")) from None
+    _check_shape(data, path)
+    try:
+        return parse_recipe(data, path)
+    except RecipeError as exc:
+        raise RecipeError(_one_line(str(exc))) from None
+    except RecursionError:
+        raise RecipeError(f"{path}: recipe nests too deeply") from None
 
 
 def parse_recipe(data: Any, path: Path | str = "<recipe>") -> Recipe:
@@ -186,8 +260,8 @@ def _check_graph(recipe: Recipe, path: Path) -> None:
         where = f"stages[{index}] (id {spec.id!r})"
         try:
             cls = resolve_stage(spec.uses)
-        except (KeyError, ImportError, AttributeError, TypeError) as exc:
-            raise RecipeError(f"{path}: {where}.uses: {exc.args[0] if exc.args else exc}") from None
+        except Exception as exc:  # importing a `module:Class` runs that module: anything can come out
+            raise RecipeError(f"{path}: {where}.uses: {_uses_error(exc)}") from None
         _check_params(cls, spec, path, where)
         for name in spec.inputs:
             if name not in seen:
@@ -202,8 +276,8 @@ def _check_graph(recipe: Recipe, path: Path) -> None:
         where = f"inputs.{name}"
         try:
             cls = resolve_stage(spec.uses)
-        except (KeyError, ImportError, AttributeError, TypeError) as exc:
-            raise RecipeError(f"{path}: {where}.uses: {exc.args[0] if exc.args else exc}") from None
+        except Exception as exc:  # importing a `module:Class` runs that module: anything can come out
+            raise RecipeError(f"{path}: {where}.uses: {_uses_error(exc)}") from None
         if not issubclass(cls, SourceStage):
             raise RecipeError(f"{path}: {where}.uses: {spec.uses} is not a reader (source stage)")
         _check_params(cls, spec, path, where)
@@ -227,7 +301,7 @@ def _check_params(cls: type[Stage], spec, path: Path, where: str) -> None:
         elif err["type"] == "missing":
             msg = f"required param of {cls.name} is missing"
         elif not isinstance(err.get("input"), (dict, list)):
-            msg += f" (got {err.get('input')!r})"
+            msg += f" (got {_shown(err.get('input'))})"
         raise RecipeError(f"{path}: {where}.params.{loc}: {msg}") from None
 
 
@@ -241,3 +315,9 @@ def preflight(recipe: Recipe) -> list[str]:
             problems.append(f"stage {stage_id!r}: no input files match {stage.params.paths}")
         problems += stage.check()
     return problems
+
+
+def _uses_error(exc: Exception) -> str:
+    if isinstance(exc, (KeyError, ImportError, AttributeError, TypeError)) and exc.args and isinstance(exc.args[0], str):
+        return exc.args[0]
+    return f"{type(exc).__name__}: {exc}"

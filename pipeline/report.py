@@ -61,14 +61,17 @@ def _funnel_plot(stages: list[dict]) -> str:
     import matplotlib.pyplot as plt
 
     names = [s["dir"] for s in stages]
-    fig, axes = plt.subplots(1, 2, figsize=(11, max(2.5, 0.35 * len(names) + 1)))
+    from matplotlib.ticker import FuncFormatter
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, max(2.5, 0.35 * len(names) + 1)))
     for ax, unit in zip(axes, ("rows", "bytes")):
         kept = [s["counts"][f"{unit}_out"] for s in stages]
         rejected = [s["counts"][f"{unit}_rejected"] for s in stages]
         ax.barh(names, kept, color="#4c78a8", label="out")
         ax.barh(names, rejected, left=kept, color="#e45756", label="rejected")
         ax.invert_yaxis()
-        ax.set_title(f"{unit} per stage")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _human(v) + ("B" if unit == "bytes" else "")))
+        ax.set_title(f"{unit} per stage", pad=10)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
     return img(fig, "funnel: rows and bytes per stage")
@@ -107,16 +110,55 @@ def _core_sections(stages: list[dict]) -> list[str]:
                      "seconds", "ledger"], rows)
     reject_rows = []
     for s in stages:
+        examples = s.get("reject_examples", {})
         for reason, slot in s["counts"]["rejected"].items():
             share = slot["rows"] / max(s["counts"]["rows_in"], 1)
             reject_rows.append([html.escape(s["dir"]), html.escape(reason), f"{slot['rows']:,}", f"{share:.1%}",
-                                _human(slot["bytes"]) + "B"])
-    rejects = _table(["stage", "reason", "rows", "share of stage input", "bytes"], reject_rows) if reject_rows else "<p>No rejects.</p>"
+                                _human(slot["bytes"]) + "B", _examples(examples.get(reason, []))])
+    rejects = (_table(["stage", "reason", "rows", "share of stage input", "bytes", "examples"], reject_rows)
+               if reject_rows else "<p>No rejects.</p>")
     return [
         "<h2>Funnel</h2>" + _funnel_plot(stages) + ledger,
+        "<h2>Sources in and out</h2>" + _sources(stages),
         "<h2>Rejects by reason</h2>" + rejects,
         "<h2>Timings</h2>" + _timing_plot(stages),
+        "<h2>Recipe and params</h2>" + _params(stages),
     ]
+
+
+def _examples(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    items = "".join(f"<li><code>{html.escape(str(r.get('id')))}</code> {html.escape(r.get('detail') or '')}"
+                    f"<pre>{html.escape(r.get('text') or '')}</pre></li>" for r in rows)
+    return f"<details><summary>{len(rows)} example{'s' if len(rows) > 1 else ''}</summary><ul>{items}</ul></details>"
+
+
+def _sources(stages: list[dict]) -> str:
+    """Per source: rows the readers produced, rows rejected anywhere, rows in the run's final outputs."""
+    consumed = {Path(i["path"]).name for s in stages for i in s.get("inputs", [])}
+    finals = [s for s in stages if s["dir"] not in consumed and not s.get("fused_into")]
+    table: dict[str, list[int]] = {}
+    for s in stages:
+        for source, slot in s.get("sources", {}).items():
+            row = table.setdefault(source, [0, 0, 0])
+            if s.get("kind") == "source":
+                row[0] += slot["out"] + slot["rejected"]
+            row[1] += slot["rejected"]
+            if s in finals:
+                row[2] += slot["out"]
+    if not table:
+        return "<p>No per-source counts recorded.</p>"
+    rows = [[html.escape(src or "(none)"), f"{a:,}", f"{r:,}", f"{o:,}", f"{o / a:.1%}" if a else "–"]
+            for src, (a, r, o) in sorted(table.items())]
+    return _table(["source", "read", "rejected (all stages)", "in final outputs", "kept"], rows) + (
+        f"<p>Final outputs: {', '.join(html.escape(s['dir']) for s in finals)}</p>")
+
+
+def _params(stages: list[dict]) -> str:
+    rows = [[html.escape(s["dir"]), html.escape(s["stage"]), f"<code>{html.escape(json.dumps(s.get('params', {}), sort_keys=True))}</code>",
+             html.escape(", ".join(Path(i["path"]).name for i in s.get("inputs", [])))] for s in stages]
+    return "<details><summary>every stage's params</summary>" + _table(["stage", "uses", "params", "inputs"], rows) + "</details>"
 
 
 def _extra_sections(run_dir: Path, stages: list[dict]) -> list[str]:
@@ -149,6 +191,9 @@ table{border-collapse:collapse;margin:1em 0;font-size:13px}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:right}th{background:#f4f4f4}
 td:first-child,td:nth-child(2),th:first-child{text-align:left}
 img{max-width:100%;margin:.5em 0}
+.warn{background:#fff4e5;border-left:4px solid #f0a020;padding:.4em .8em}
+pre{white-space:pre-wrap;max-width:480px;font-size:12px;text-align:left;margin:.2em 0}
+details{text-align:left}
 """
 
 
@@ -161,10 +206,15 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     title = run.get("recipe") or run_dir.name
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sections = _core_sections(stages) + _extra_sections(run_dir, stages)
+    total = sum(s.get("wall_seconds", 0) for s in stages)
+    resumed = [s["dir"] for s in stages if s.get("resumed_shards")]
+    warning = (f"<p class='warn'>Resumed: {', '.join(html.escape(r) for r in resumed)} kept shards committed by an "
+               "earlier, interrupted run (identical by construction).</p>" if resumed else "")
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>Assay report: {html.escape(title)}</title>"
         f"<style>{CSS}</style></head><body><h1>Assay report: {html.escape(title)}</h1>"
-        f"<p class='sub'>{html.escape(str(run_dir))} · {len(stages)} stages · assay {__version__} · {when}</p>"
+        f"<p class='sub'>output: {html.escape(str(run_dir.resolve()))} · engine {html.escape(str(run.get('engine', '?')))}"
+        f" · {len(stages)} stages · {total:.1f} s of stage time · assay {__version__} · {when}</p>" + warning
         + "".join(f"<section>{s}</section>" for s in sections)
         + "</body></html>"
     )

@@ -38,13 +38,13 @@ class StageResult:
     skipped: bool
 
 
-def fingerprint(stage: Stage, inputs: Sequence[Dataset]) -> str:
+def fingerprint(stage: Stage, inputs: Sequence[Dataset], input_fingerprints: list[str] | None = None) -> str:
     parts: dict[str, Any] = {
         "stage": type(stage).ref(),
         "version": stage.version,
         "assay": __version__,
         "params": stage.params_json(),
-        "inputs": [(ds.manifest or {}).get("fingerprint") for ds in inputs],
+        "inputs": input_fingerprints or [(ds.manifest or {}).get("fingerprint") for ds in inputs],
     }
     if isinstance(stage, SourceStage):  # outside files: their identity is part of the input
         files = stage.matched_files()
@@ -101,20 +101,7 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
     tasks = [] if isinstance(stage, GlobalStage) else stage.tasks(datasets)  # list inputs before touching `out`
     prepare_output(out, fp)
     started = time.time()
-    manifest: dict[str, Any] = {
-        "stage": stage.name or type(stage).ref(),
-        "stage_id": stage.stage_id,
-        "kind": stage.kind,
-        "cardinality": stage.cardinality,
-        "output_kind": stage.output_kind,
-        "params": stage.params.model_dump(mode="json"),
-        "fingerprint": fp,
-        "code_version": f"assay {__version__}, {stage.name or type(stage).ref()} v{stage.version}",
-        "inputs": [{"path": str(ds.path), "fingerprint": (ds.manifest or {}).get("fingerprint")} for ds in datasets],
-        "engine": eng.describe(),
-        "resources": dict(stage.resources.model_dump(), workers=stage.workers, batch_rows=stage.batch_rows),
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    manifest = _manifest(stage, fp, [(str(ds.path), (ds.manifest or {}).get("fingerprint")) for ds in datasets], eng)
     if isinstance(stage, SourceStage):  # the input-file manifest: which files made which shard
         manifest["input_files"] = [dict({"shard": t.index, "files": list(t.inputs)}, **dict(t.extra)) for t in tasks]
     schema = stage.output_schema([ds.schema for ds in datasets])
@@ -151,6 +138,79 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
     return StageResult(stage.stage_id, out, manifest, skipped=False)
 
 
+def _manifest(stage: Stage, fp: str, inputs: list[tuple[str, str | None]], eng: Engine) -> dict[str, Any]:
+    return {
+        "stage": stage.name or type(stage).ref(),
+        "stage_id": stage.stage_id,
+        "kind": stage.kind,
+        "cardinality": stage.cardinality,
+        "output_kind": stage.output_kind,
+        "params": stage.params.model_dump(mode="json"),
+        "fingerprint": fp,
+        "code_version": f"assay {__version__}, {stage.name or type(stage).ref()} v{stage.version}",
+        "inputs": [{"path": path, "fingerprint": ifp} for path, ifp in inputs],
+        "engine": eng.describe(),
+        "resources": dict(stage.resources.model_dump(), workers=stage.workers, batch_rows=stage.batch_rows),
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def run_fused(stages: Sequence[Stage], inputs: Sequence[Dataset | str | os.PathLike], outs: Sequence[str | os.PathLike],
+              engine: Engine | str | None = "local", options: EngineOptions | dict | None = None,
+              force: bool = False, progress: bool = False) -> list[StageResult]:
+    """Run a chain of one-to-one map stages as one task per shard (see fusion.py); each stage still
+    gets its own output directory, rejects, statistics and manifest."""
+    from .fusion import FusedStage, fusable
+
+    outs = [Path(o) for o in outs]
+    datasets = [ds if isinstance(ds, Dataset) else Dataset(ds) for ds in inputs]
+    for stage in stages:
+        if not fusable(stage):
+            raise StageFailed(f"stage {stage.stage_id!r} cannot be fused: only one-to-one document map stages can")
+    for ds in datasets:
+        if not ds.complete:
+            raise StageFailed(f"stage {stages[0].stage_id!r}: input {ds.path} is not a complete dataset (no _manifest.json)")
+    for out in outs:
+        check_paths(stages[0], datasets, out)
+        check_output(out)
+    fps: list[str] = []
+    for i, stage in enumerate(stages):
+        fps.append(fingerprint(stage, datasets, None if i == 0 else [fps[-1]]))
+    existing = [Dataset(out).manifest for out in outs]
+    if not force and all(m and m.get("fingerprint") == fp for m, fp in zip(existing, fps)):
+        return [StageResult(s.stage_id, o, m, skipped=True) for s, o, m in zip(stages, outs, existing)]
+    if force:
+        for out in outs:
+            if out.exists():
+                clear_dataset(out)
+    eng = _as_engine(engine, options)
+    tasks = stages[0].tasks(datasets)
+    schemas = [stages[0].output_schema([ds.schema for ds in datasets])]
+    for stage in stages[1:]:
+        schemas.append(stage.output_schema([schemas[-1]]))
+    for out, fp in zip(outs, fps):
+        prepare_output(out, fp)
+    started = time.time()
+    fused = FusedStage(stages, outs, schemas)
+    if not tasks:
+        fused.open_writer(outs[-1], Task(0, ()), schemas[-1]).commit()
+    done = done_shards(outs[-1])  # the last stage commits last
+    pending = [t for t in tasks if t.index not in done]
+    _run_tasks(eng, fused, pending, outs[-1], schemas[-1], progress, total=len(tasks), already=len(tasks) - len(pending))
+    results = []
+    previous = [(str(ds.path), (ds.manifest or {}).get("fingerprint")) for ds in datasets]
+    for i, (stage, out, fp, schema) in enumerate(zip(stages, outs, fps, schemas)):
+        manifest = _manifest(stage, fp, previous, eng)
+        manifest.update(fused_with=[s.stage_id for s in stages], resumed_shards=len(tasks) - len(pending),
+                        wall_seconds=round(time.time() - started, 3), output_columns=schema.names)
+        if i < len(stages) - 1:
+            manifest["fused_into"] = str(outs[-1])  # its rows live in the chain's last output
+        manifest = finalize(out, manifest, max(len(tasks), 1))
+        results.append(StageResult(stage.stage_id, out, manifest, skipped=False))
+        previous = [(str(out), fp)]
+    return results
+
+
 def _commit_empty(stage: Stage, out: Path, schema) -> None:
     writer = stage.open_writer(out, Task(0, ()), schema)
     writer.commit()
@@ -184,12 +244,24 @@ def _run_tasks(eng: Engine, stage: Stage, tasks: list[Task], out: Path, schema, 
     if not progress:
         eng.run_tasks(stage, tasks, out, schema)
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("shards"), TimeElapsedColumn(), transient=True) as bar:
-        handle = bar.add_task(f"{stage.stage_id}{' ' + label if label else ''} ({eng.name})", total=total, completed=already)
-        eng.run_tasks(stage, tasks, out, schema, on_done=lambda *_: bar.advance(handle))
+    started = time.time()
+    docs = 0
+
+    def done(_index: int, counts: dict) -> None:
+        nonlocal docs
+        docs += counts.get("rows_in", 0)
+        rate = docs / max(time.time() - started, 1e-6)
+        bar.update(handle, advance=1, docs=f"{docs:,} docs, {rate:,.0f}/s")
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("shards"),
+                  TextColumn("{task.fields[docs]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                  transient=True) as bar:
+        handle = bar.add_task(f"{stage.stage_id}{' ' + label if label else ''} ({eng.name})", total=total,
+                              completed=already, docs="")
+        eng.run_tasks(stage, tasks, out, schema, on_done=done)
 
 
 # ---- recipes -----------------------------------------------------------------------------------
@@ -211,29 +283,69 @@ def run_recipe(recipe, workdir: str | os.PathLike | None = None, engine: str | N
     results: list[StageResult] = []
     run_log: dict[str, Any] = {"recipe": recipe.name, "order": order, "engine": engine_name, "stages": {}}
     atomic_write_text(root / RUN_LOG, json.dumps(run_log, indent=2))  # first: marks the workdir as Assay's
+    chains = fusion_chains(recipe, order, engine_name) if recipe.fuse else []
+    head_of = {sid: chain[0] for chain in chains for sid in chain}
+    for chain in chains:  # a chain runs whole: its middle stages hold no rows of their own
+        if selected & set(chain):
+            selected |= set(chain)
     for stage_id in order:
-        if stage_id not in selected:
+        if stage_id not in selected or head_of.get(stage_id, stage_id) != stage_id:
             continue
-        spec = recipe.stage_spec(stage_id)
-        stage = spec.build()
-        inputs = [Dataset(root / name) for name in spec.inputs]
+        chain = next((c for c in chains if c[0] == stage_id), [stage_id])
+        specs = [recipe.stage_spec(sid) for sid in chain]
+        stages = [spec.build() for spec in specs]
+        inputs = [Dataset(root / name) for name in specs[0].inputs]
         for ds in inputs:
             if not ds.complete:
                 raise StageFailed(f"stage {stage_id!r}: its input {ds.path.name!r} has not run yet; run without --from")
-        eng_name = spec.engine or engine_name
-        result = run_stage(stage, inputs, root / stage_id, engine=eng_name, options=engine_opts,
-                           force=bool(start) and stage_id in selected, progress=progress)
-        counts = result.manifest["counts"]
-        state = "skipped (unchanged)" if result.skipped else f"{result.manifest['wall_seconds']:.1f}s"
-        log(f"  {stage_id:<20} {counts['rows_in']:>8} in  {counts['rows_out']:>8} out  "
-            f"{counts['rows_rejected']:>7} rejected  [{result.manifest['engine']}] {state}")
-        results.append(result)
-        run_log["stages"][stage_id] = {"skipped": result.skipped, "engine": result.manifest["engine"]}
+        eng_name = specs[0].engine or engine_name
+        force = bool(start) and stage_id in selected
+        if len(chain) > 1:
+            chain_results = run_fused(stages, inputs, [root / sid for sid in chain], engine=eng_name,
+                                      options=engine_opts, force=force, progress=progress)
+        else:
+            chain_results = [run_stage(stages[0], inputs, root / stage_id, engine=eng_name, options=engine_opts,
+                                       force=force, progress=progress)]
+        for result in chain_results:
+            counts = result.manifest["counts"]
+            state = "skipped (unchanged)" if result.skipped else f"{result.manifest['wall_seconds']:.1f}s"
+            fused = " (fused)" if len(chain) > 1 else ""
+            log(f"  {result.stage_id:<20} {counts['rows_in']:>8} in  {counts['rows_out']:>8} out  "
+                f"{counts['rows_rejected']:>7} rejected  [{result.manifest['engine']}] {state}{fused}")
+            results.append(result)
+            run_log["stages"][result.stage_id] = {"skipped": result.skipped, "engine": result.manifest["engine"]}
     atomic_write_text(root / RUN_LOG, json.dumps(run_log, indent=2))
     return results
 
 
 RUN_LOG = "_run.json"
+
+
+def fusion_chains(recipe, order: list[str], engine_name: str) -> list[list[str]]:
+    """Runs of one-to-one document map stages (2+) where each link's only input is the previous link,
+    whose output nobody else reads, on the same engine."""
+    from .fusion import fusable
+
+    consumers: dict[str, int] = {}
+    for spec in recipe.all_specs():
+        for name in spec.inputs:
+            consumers[name] = consumers.get(name, 0) + 1
+    chains: list[list[str]] = []
+    current: list[str] = []
+    for stage_id in order:
+        spec = recipe.stage_spec(stage_id)
+        ok = bool(spec.inputs) and fusable(spec.build())
+        engine = spec.engine or engine_name
+        if ok and current and spec.inputs == [current[-1]] and consumers.get(current[-1]) == 1 and \
+                (recipe.stage_spec(current[0]).engine or engine_name) == engine:
+            current.append(stage_id)
+            continue
+        if len(current) > 1:
+            chains.append(current)
+        current = [stage_id] if ok else []
+    if len(current) > 1:
+        chains.append(current)
+    return chains
 
 
 def check_workdir(root: Path, stage_ids: Sequence[str]) -> None:

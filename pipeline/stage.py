@@ -97,8 +97,6 @@ class Stage:
     batch_rows: int = 5_000
     # Import names of packages the stage needs beyond Assay's own; `assay validate` checks them.
     requires: ClassVar[tuple[str, ...]] = ()
-    # True when setup() loads a model worth keeping warm (documentation; every engine keeps stages warm).
-    holds_model: ClassVar[bool] = False
     # Params holding file-system paths (model files, eval sets, tokenizers, input globs): recipes
     # resolve them against the recipe's directory and the CLI against the current directory.
     path_params: ClassVar[tuple[str, ...]] = ()
@@ -165,10 +163,11 @@ class Stage:
     def params_json(self) -> str:
         return json.dumps(self.params.model_dump(mode="json"), sort_keys=True)
 
-    def lineage_columns(self) -> dict[str, pa.DataType]:
-        if self.cardinality == "one_to_many":
+    @classmethod
+    def lineage_columns(cls) -> dict[str, pa.DataType]:
+        if cls.cardinality == "one_to_many":
             return {PARENT_ID: pa.string()}
-        if self.cardinality == "many_to_many":
+        if cls.cardinality == "many_to_many":
             return {PARENT_IDS: pa.list_(pa.string())}
         return {}
 

@@ -31,9 +31,17 @@ from .dataset import MANIFEST, SHARDS_DIR, Counts, ShardFiles, read_json
 
 # Mask bits. A token is a training target when LOSS is set; META marks the metadata prefix (the
 # trainer chooses to train on it, mask it, or drop it); PAD marks padding (never a target).
+# The mixer sets LOSS on prefix tokens too (META | LOSS), so reading LOSS alone trains on the prefix.
 LOSS = 1
 META = 2
 PAD = 4
+
+
+def loss_targets(mask: np.ndarray, meta_loss: bool = True) -> np.ndarray:
+    """Boolean array of training targets: LOSS tokens, minus the metadata prefix when `meta_loss` is
+    False (the prefix stays in context, masked from the loss; Step 3.5 switches after ~3.8T tokens)."""
+    targets = (mask & LOSS) > 0
+    return targets if meta_loss else targets & ((mask & META) == 0)
 
 TOKENS_SUFFIX = ".tokens"
 MASK_SUFFIX = ".mask"
@@ -85,7 +93,7 @@ class TokenShardWriter:
         self.index = index
         self.layout = layout
         self.stage_id = stage_id
-        self.counts = Counts(rows_parent=0)
+        self.counts = Counts()
         stem = shard_stem(index)
         self.files = ShardFiles(self.root, index)
         self._tok = self.files.open_binary(stem + TOKENS_SUFFIX)
@@ -130,9 +138,10 @@ class TokenShardWriter:
             if self._docs is None:
                 self._docs = pq.ParquetWriter(self._docs_path, docs.schema, compression="zstd")
             self._docs.write_table(docs)
-            self.counts.rows_out += docs.num_rows
-            self.counts.rows_created += docs.num_rows
-            self._parents.update(docs.column("doc_id").to_pylist())
+            if self._inputs:  # this writer keeps the ledger; else its caller does (the mixer's packer)
+                self.counts.rows_out += docs.num_rows
+                self.counts.rows_created += docs.num_rows
+                self._parents.update(docs.column("doc_id").to_pylist())
 
     def _write_rejects(self, table: pa.Table) -> None:
         from .dataset import LedgerError, ShardWriter
@@ -158,9 +167,12 @@ class TokenShardWriter:
         if self._rejects is not None:
             self._rejects.close_writers()
         rejected = self._rejected_ids
-        self.counts.rows_parent = len(self._inputs & self._parents) if self._inputs else len(self._parents)
+        # Inputs noted here (a stage run by an engine): check lineage per shard. Otherwise the caller
+        # (the mixer's packer) keeps the ledger itself and the stage-level check applies.
         lost = self._inputs - self._parents - rejected
-        if lost or not self.counts.balanced():
+        if self._inputs:
+            self.counts.rows_parent = len(self._inputs & self._parents)
+        if self._inputs and (lost or not self.counts.balanced()):
             raise LedgerError(f"stage {self.stage_id!r} token shard {self.index}: "
                               + (f"{len(lost)} input document(s) neither packed nor rejected" if lost
                                  else "ledger does not balance: " + self.counts.imbalance()))

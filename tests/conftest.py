@@ -1,4 +1,6 @@
-"""Shared fixtures: one SparkSession and one local Ray for the whole test session."""
+"""Shared fixtures: one SparkSession and one local Ray for the whole test session, and the data files
+the tests read, all committed in the repository (tests/fixtures/, examples/sample/): no test needs
+../shared, and a missing file is a failure, never a skip."""
 from __future__ import annotations
 
 import os
@@ -15,7 +17,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 REPO = Path(__file__).resolve().parents[1]
 # Workers (forkserver, Spark executors, Ray workers) import test-only stages from here.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")]))
-SHARED_DATA = REPO.parent / "shared" / "data"
+FIXTURES = REPO / "tests" / "fixtures"
+SAMPLE = REPO / "examples" / "sample"
 DEMO_RECIPE = REPO / "examples" / "recipes" / "demo.yaml"
 
 SPARK_OPTIONS = {"spark_master": "local[2]", "workers": 2}
@@ -64,8 +67,11 @@ def _shutdown_engines():
             ray.shutdown()
 
 
-@pytest.fixture
-def shared_data() -> Path:
-    if not SHARED_DATA.exists():
-        pytest.skip(f"shared data not found at {SHARED_DATA}")
-    return SHARED_DATA
+def load_real_texts() -> list[tuple[str, str]]:
+    """(source, text) of 1,585 real documents: every 5th of `dedup.evaluate.real_texts` over the
+    project's shared data (news/blog/forum articles, Python files, MATH, GSM8K; see fixtures/NOTICE)."""
+    import gzip
+    import json
+
+    with gzip.open(FIXTURES / "texts" / "real_texts.jsonl.gz", "rt", encoding="utf-8") as fh:
+        return [(rec["source"], rec["text"]) for rec in map(json.loads, fh)]

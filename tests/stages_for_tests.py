@@ -6,7 +6,7 @@ import time
 import pyarrow as pa
 from pydantic import Field
 
-from assay.pipeline.stage import MapStage, Params, set_column, with_rejects
+from assay.pipeline.stage import MapStage, Params, Resources, set_column, with_rejects
 
 
 class SlowParams(Params):
@@ -31,7 +31,8 @@ SETUP_CALLS = 0
 class CountSetups(MapStage):
     """Records, per row, the worker's pid and how many times setup() ran in that worker."""
 
-    holds_model = True
+    resources = Resources(cpus=1, memory_gb=0.25)  # a model-holding stage says what a worker needs
+    columns = {"worker_pid": pa.int64(), "setup_calls": pa.int64()}
 
     def setup(self) -> None:
         global SETUP_CALLS
@@ -42,10 +43,6 @@ class CountSetups(MapStage):
 
         table = set_column(table, "worker_pid", [os.getpid()] * table.num_rows, pa.int64())
         return set_column(table, "setup_calls", [SETUP_CALLS] * table.num_rows, pa.int64())
-
-    def output_schema(self, input_schemas):
-        schema = super().output_schema(input_schemas)
-        return schema.append(pa.field("worker_pid", pa.int64())).append(pa.field("setup_calls", pa.int64()))
 
 
 # ---- stages of every cardinality and output kind (tests/test_pipeline_contract.py) -------------

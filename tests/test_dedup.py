@@ -10,7 +10,7 @@ import pytest
 
 from assay.dedup import hashing
 from assay.dedup.components import UnionFind, choose_keepers, star_edges
-from assay.dedup.evaluate import distinct_texts, plant, real_texts, score
+from assay.dedup.evaluate import distinct_texts, plant, score
 from assay.dedup.exact import ExactDedup
 from assay.dedup.minhash import MinHasher, s_curve
 from assay.dedup.near import MinHashDedup
@@ -22,14 +22,12 @@ from assay.pipeline.dataset import Dataset, write_table
 from assay.pipeline.runner import run_stage
 from assay.pipeline.schema import make_docs
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
 
 @pytest.fixture(scope="module")
 def real() -> list[str]:
-    if not DATA.exists():
-        pytest.skip("shared data folder not found")
-    return [t for _, t in real_texts(DATA)]
+    from conftest import load_real_texts
+
+    return [t for _, t in load_real_texts()]
 
 
 def run(stage, table: pa.Table, tmp_path: Path, shards: int = 2, name: str = "out", engine: str = "local"):
@@ -217,7 +215,7 @@ def test_star_edges_and_keep_policies():
 # ---- stages on the local plan -------------------------------------------------------------------
 
 def test_quality_on_planted_near_duplicates(real, tmp_path):
-    base = distinct_texts(real[::5])
+    base = distinct_texts(real)  # the fixture is already every 5th real text
     planted = plant(base, [0.01, 0.02, 0.05, 0.2], 100, seed=1)
     docs = make_docs([{"text": t, "source": "real"} for t in planted.texts])
     _, out = run(MinHashDedup(), docs, tmp_path, shards=3)

@@ -6,7 +6,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from assay.dedup.evaluate import real_texts
 from assay.dedup.exact import ExactDedup
 from assay.dedup.near import MinHashDedup
 from assay.dedup.url import UrlDedup
@@ -15,14 +14,13 @@ from assay.pipeline.runner import run_stage
 from assay.pipeline.schema import make_docs
 
 pytestmark = pytest.mark.spark
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    if not DATA.exists():
-        pytest.skip("shared data folder not found")
-    texts = [t for _, t in real_texts(DATA)][::6]
+    from conftest import load_real_texts
+
+    texts = [t for _, t in load_real_texts()]
     rows = [{"text": t, "source": "real", "url": f"https://example.com/{i % 700}"} for i, t in enumerate(texts)]
     # planted copies: exact, lightly edited, and a chain of edits, spread over the shards
     rows += [{"text": texts[i], "source": "copy", "url": f"https://example.com/c{i}"} for i in range(0, 300, 7)]

@@ -1,6 +1,5 @@
-"""PDF extraction on the shared PDFs and on a generated one, with every backend."""
+"""PDF extraction on the sample PDFs (examples/sample/pdf) and on a generated one, with every backend."""
 import json
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -8,9 +7,10 @@ import pytest
 from assay.extractors.pdf import ExtractPdf, clean_pages, extract_pdf, is_mathish
 from assay.pipeline.dataset import Counts
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "pdf"
+from conftest import SAMPLE
+
+DATA = SAMPLE / "pdf"
 BACKENDS = ["pymupdf", "pdfium", "pypdf"]
-needs_data = pytest.mark.skipif(not DATA.exists(), reason="shared PDFs not present")
 
 EXPECTED_REJECTS = {
     "password-example.pdf": "encrypted_pdf",
@@ -19,10 +19,11 @@ EXPECTED_REJECTS = {
 }
 
 
-@needs_data
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_shared_pdfs_give_text_or_reason(backend):
-    for path in sorted(DATA.glob("*.pdf")):
+def test_sample_pdfs_give_text_or_reason(backend):
+    paths = sorted(DATA.glob("*.pdf"))
+    assert len(paths) >= 7, f"sample PDFs missing from {DATA}"
+    for path in paths:
         out = extract_pdf({"path": str(path), "backend": backend})
         want = EXPECTED_REJECTS.get(path.name)
         if want:
@@ -34,7 +35,6 @@ def test_shared_pdfs_give_text_or_reason(backend):
             assert out["meta"]["pages"] >= 1 and out["meta"]["pdf_backend"] == backend
 
 
-@needs_data
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_real_paper_text(backend):
     text = extract_pdf({"path": str(DATA / "tracemonkey.pdf"), "backend": backend})["text"]
@@ -43,7 +43,6 @@ def test_real_paper_text(backend):
     assert len(text) > 60_000
 
 
-@needs_data
 @pytest.mark.parametrize("backend", ["pymupdf", "pdfium"])
 def test_rotated_table(backend):
     text = extract_pdf({"path": str(DATA / "nics-background-checks-2015-11-rotated.pdf"), "backend": backend})["text"]
@@ -88,7 +87,6 @@ def test_cleaning_rules():
     assert "Header" not in text and dropped == 8
 
 
-@needs_data
 def test_pdf_stage_ledger(tmp_path):
     stage = ExtractPdf({"paths": [str(DATA / "*.pdf")], "backend": "pdfium"})
     counts = Counts()

@@ -1,7 +1,7 @@
-"""WARC reading on the shared fixtures and on a WARC written here with warcio."""
+"""WARC reading on the resiliparse test WARCs (tests/fixtures/warc) and on a WARC written here with warcio."""
+import gzip
 import io
 import json
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -10,13 +10,18 @@ from assay.extractors.stages import ExtractWarc
 from assay.extractors.warc import WarcResponse, iter_warc, parse_http_response
 from assay.pipeline.dataset import Counts
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "warc" / "tests" / "data"
-pytestmark = pytest.mark.skipif(not DATA.exists(), reason="shared WARC fixtures not present")
+from conftest import FIXTURES
+
+DATA = FIXTURES / "warc"
 
 
 @pytest.mark.parametrize("name", ["warcfile.warc", "warcfile.warc.gz", "warcfile.warc.lz4"])
-def test_counts_response_records_only(name):
-    records = list(iter_warc(str(DATA / name)))
+def test_counts_response_records_only(name, tmp_path):
+    path = DATA / name
+    if name == "warcfile.warc":  # the plain file is the gzip one decompressed: made here, not stored twice
+        path = tmp_path / name
+        path.write_bytes(gzip.decompress((DATA / "warcfile.warc.gz").read_bytes()))
+    records = list(iter_warc(str(path)))
     # 50 records: 1 warcinfo, 17 request, 16 response, 16 metadata -> 16 documents
     assert len(records) == 16 and all(isinstance(r, WarcResponse) for r in records)
     assert all(r.url.startswith("http") and r.status == 200 for r in records)

@@ -178,3 +178,36 @@ def test_workers_and_teardown_per_stage(engine, options, docs, tmp_path, request
     first_two = min(i for i, (kind, _, sid) in enumerate(lines) if sid == "two")
     assert last_one < first_two
     assert set(Dataset(tmp_path / "two").read().column("live_before").to_pylist()) == {0}
+
+
+@pytest.mark.parametrize("engine, options", ENGINES)
+def test_fused_chain_matches_stage_by_stage(engine, options, docs, tmp_path, request):
+    from assay.filters.basic import LengthFilter
+    from assay.pipeline.runner import run_fused
+    from stages_for_tests import SlowUpper
+
+    eng = _engine(engine, options, request)
+    chain = lambda: [SlowUpper({"seconds_per_batch": 0}, stage_id="upper"),  # noqa: E731
+                     LengthFilter({"min_words": 13}, stage_id="long")]
+    a, b = chain()
+    run_stage(a, [docs], tmp_path / "seq" / "upper", engine=get_engine("local", LOCAL_OPTIONS))
+    run_stage(b, [tmp_path / "seq" / "upper"], tmp_path / "seq" / "long", engine=get_engine("local", LOCAL_OPTIONS))
+    results = run_fused(chain(), [docs], [tmp_path / "fused" / "upper", tmp_path / "fused" / "long"], engine=eng)
+    assert [r.manifest["counts"] for r in results] == [
+        Dataset(tmp_path / "seq" / s).manifest["counts"] for s in ("upper", "long")]
+    assert results[0].manifest["counts"]["rows_rejected"] > 0 and results[1].manifest["counts"]["rows_rejected"] > 0
+    assert _rows(tmp_path / "fused" / "long") == _rows(tmp_path / "seq" / "long")
+    for s in ("upper", "long"):
+        assert _rows(tmp_path / "fused" / s, rejects=True) == _rows(tmp_path / "seq" / s, rejects=True)
+
+
+@pytest.mark.spark
+def test_a_second_spark_master_is_refused_not_ignored(spark_engine):
+    from assay.pipeline.engines.spark import get_spark
+    from assay.pipeline.errors import UserError
+
+    assert get_spark(SPARK_OPTIONS["spark_master"]) is spark_engine.spark  # same settings: reused
+    with pytest.raises(UserError, match="asked for 'spark://127.0.0.1:7077'"):
+        get_spark("spark://127.0.0.1:7077")
+    with pytest.raises(UserError, match="spark.sql.shuffle.partitions"):
+        get_spark(SPARK_OPTIONS["spark_master"], {"spark.sql.shuffle.partitions": "3"})

@@ -98,3 +98,46 @@ def test_models_load_once_per_worker(engine, tmp_path, request):
     assert len(rows) == 30
     assert {r["setup_calls"] for r in rows} == {1}  # every worker ran setup exactly once
     assert len({r["worker_pid"] for r in rows}) <= 2  # six shards, at most two workers
+
+
+def test_fused_chain_equals_unfused_run(local_demo, tmp_path):
+    """`fuse: true` runs normalized -> lang -> length -> script as one read and one write per shard;
+    every stage keeps its rejects and ledger, and everything downstream is identical."""
+    recipe, local_dir, _ = local_demo
+    fused = recipe.model_copy(deep=True)
+    fused.fuse = True
+    fused._base_dir = recipe._base_dir
+    from assay.pipeline.runner import fusion_chains
+
+    assert fusion_chains(fused, fused.order(), "local")[0] == ["normalized", "lang", "length", "script"]
+    results = {r.stage_id: r for r in run_recipe(fused, workdir=tmp_path, engine="local", options=LOCAL_OPTIONS,
+                                                 log=lambda *_: None)}
+    for sid in ("normalized", "lang", "length"):
+        assert results[sid].manifest["fused_into"].endswith("script") and not Dataset(tmp_path / sid).shards()
+    for sid in recipe.order():
+        assert results[sid].manifest["counts"] == Dataset(local_dir / sid).manifest["counts"], sid
+    middles = {sid for chain in fusion_chains(fused, fused.order(), "local") for sid in chain[:-1]}
+    later = [s for s in recipe.order() if s not in middles]
+    assert _snapshot(tmp_path, later) == _snapshot(local_dir, later)
+    for sid in middles:  # the rejects of the middle stages are still there
+        assert _snapshot(tmp_path, [sid])[sid][1] == _snapshot(local_dir, [sid])[sid][1]
+    again = run_recipe(fused, workdir=tmp_path, engine="local", options=LOCAL_OPTIONS, log=lambda *_: None)
+    assert all(r.skipped for r in again)
+
+
+def test_report_shows_sources_examples_params_and_order(local_demo, tmp_path):
+    from assay.pipeline.report import write_report
+
+    recipe, workdir, results = local_demo
+    page = write_report(workdir, tmp_path / "r.html").read_text()
+    # per-source funnel: read = rejected + kept in the final output, for every source
+    finals = [r.stage_id for r in results if r.stage_id == recipe.order()[-1]]
+    final = Dataset(workdir / finals[0]).read()
+    kept = final.group_by("source").aggregate([([], "count_all")]).to_pylist()
+    for row in kept:
+        assert f"<td>{row['source']}</td>" in page
+    assert f"Final outputs: {finals[0]}" in page
+    example = Dataset(workdir / "pdfs").read_rejects().column("id").to_pylist()[0]
+    assert example in page  # a rejected document shown under its reason
+    assert "&quot;min_chars&quot;: 200" in page  # every stage's params
+    assert str(workdir.resolve()) in page

@@ -144,3 +144,17 @@ def test_a_bug_raising_file_not_found_keeps_its_traceback(tmp_path):
     result = subprocess.run(ASSAY + ["run", str(recipe), "--workdir", str(tmp_path / "w"), "--no-report",
                                      "--workers", "1"], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode not in (0, 2) and "Traceback" in result.stderr and "FileNotFoundError" in result.stderr
+
+
+def test_export_jsonl_round_trips_and_never_overwrites_a_user_file(dataset, tmp_path):
+    out = tmp_path / "docs.jsonl.gz"
+    assert assay("export", str(dataset), str(out)).returncode == 0
+    import gzip
+
+    rows = [json.loads(line) for line in gzip.open(out, "rt")]
+    assert len(rows) == 5 and rows[0]["text"] == "a text number 0" and isinstance(rows[0]["meta"], dict)
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text("my own data\n")
+    _refused(assay("export", str(dataset), str(mine), "--force"))
+    assert mine.read_text() == "my own data\n"
+    assert assay("export", str(dataset), str(out), "--force").returncode == 0  # an earlier export: replaced

@@ -78,7 +78,9 @@ def execute_task(stage: Stage, task: Task, out_root: str, schema: pa.Schema) -> 
     try:
         for item in stage.run_task(task, writer):
             writer.write(item)
-        writer.files.stats = stage.stats.to_json()
+        stats = stage.stats.to_json()
+        if stats:  # a fused chain has set each stage's own
+            writer.files.stats = stats
         writer.files.seconds = time.perf_counter() - started
         return writer.commit().to_json()
     except BaseException:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -32,10 +33,38 @@ def die_with_parent() -> None:
         pass
 
 
-def _init_worker(gpu_slots: Any) -> None:
+def exit_with(pid: int) -> None:
+    """End this process as soon as process `pid` (the driver) ends, whoever our parent is.
+
+    Pool workers are children of the forkserver, not of the driver, and the forkserver only exits
+    once no worker holds its liveness pipe: a parent-death signal alone would wait forever. A thread
+    blocked on a pidfd of the driver wakes the moment it dies."""
+    import select
+    import threading
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # no pidfd (old kernel, not Linux): poll instead
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    os._exit(1)
+                except PermissionError:
+                    pass
+                time.sleep(0.5)
+        select.select([fd], [], [])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="assay-exit-with-driver", daemon=True).start()
+
+
+def _init_worker(gpu_slots: Any, driver: int) -> None:
     from multiprocessing import util
 
     die_with_parent()
+    exit_with(driver)
     # Ctrl-C is the driver's to handle: it cancels the pool; a worker only stops when told.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if gpu_slots is not None:  # one GPU per worker: take the next free device index
@@ -58,7 +87,8 @@ class LocalEngine(Engine):
         if ctx.get_start_method() == "forkserver":
             ctx.set_forkserver_preload(["pyarrow", "assay.pipeline.engines.base"])
         slots = ctx.Value("i", 0) if stage.resources.gpus else None
-        return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(slots,))
+        return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                                   initargs=(slots, os.getpid()))
 
     def run_tasks(self, stage: Stage, tasks: Sequence[Task], out_root: Path, schema: pa.Schema,
                   on_done: Callable[[int, dict], Any] | None = None) -> None:

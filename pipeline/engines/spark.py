@@ -44,9 +44,23 @@ def check_java() -> None:
 
 
 def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
-    """The process-wide SparkSession (created once; later calls reuse it)."""
+    """The process-wide SparkSession (created once; later calls with the same settings reuse it).
+
+    Spark allows one SparkContext per process, and its master and static settings are fixed when it
+    starts: a later call asking for another master or other settings is refused with one line
+    instead of silently running on the first session's."""
     global _SESSION
     if _SESSION is not None:
+        running = _SESSION.sparkContext.getConf()
+        differs = [] if _SESSION.sparkContext.master == master else [
+            f"master {_SESSION.sparkContext.master!r} (asked for {master!r})"]
+        differs += [f"{key}={running.get(key)!r} (asked for {str(value)!r})" for key, value in (conf or {}).items()
+                    if running.get(key) != str(value)]
+        if differs:
+            from ..errors import UserError
+
+            raise UserError("this process already runs a SparkSession with " + ", ".join(differs)
+                            + "; Spark cannot change them in a running process: use one setting per run")
         return _SESSION
     _prepare_environment()
     check_java()

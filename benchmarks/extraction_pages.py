@@ -1,0 +1,805 @@
+"""Generated extraction pages with free ground truth: known LaTeX and known code, rendered through the
+tools the web is made of, so the benchmark can check that the extractor gets the source back.
+
+Every page is an article of sections (prose, inline and display formulas, code blocks) inside a
+site shell (navigation, sidebar, related links, footer, cookie notice) picked at random. What goes in:
+- formulas: real LaTeX from the MATH test set (`../shared/data/decontam/math`);
+- code: real Python functions (TheAlgorithms) and real diffs (SWE-bench golden patches);
+- prose: sentences of the AEB and magic-html ground truths (English, Chinese, ...).
+
+Renderers (real tools where one exists, see `FAMILIES`): pandoc (`--mathml`, `--mathjax`, `--katex`,
+`--webtex`, its code highlighting), Python-Markdown (+ python-markdown-math, pymdown-extensions
+arithmatex/highlight as MkDocs Material uses them), docutils (MathJax and MathML math, Pygments code),
+Pygments' HtmlFormatter (every line-number layout), latex2mathml, and in node: KaTeX, MathJax 3
+(CHTML + assistive MathML) and highlight.js. Hand-written only where no installable tool renders the
+markup: MediaWiki's math element, server-side TeX images (mimeTeX, mathTeX, CodeCogs, WordPress
+latex.php, QuickLaTeX, upmath), forum BBCode code boxes, legacy code widgets.
+
+Split: every formula, code block and sentence of the pools is assigned to `dev` or `heldout` by a hash
+of its text, and the pages of a split use only their own items, with their own seed. `dev` is for
+looking at; `heldout` is scored at the end and never used to tune the extractor.
+
+Run:  python benchmarks/extraction_pages.py [--split dev|heldout] [--per-family N] [--seed S]
+writes .bench/extraction-pages/<split>/<family>/<n>.html and truth.json (family, formulas, code).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import html as htmllib
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+OUT = ROOT / ".bench" / "extraction-pages"
+NODE_DIR = ROOT / ".bench" / "node"
+NODE_PACKAGES = ("katex@0.19.1", "mathjax-full@3.2.2", "highlight.js@11.12.0")
+SEEDS = {"dev": 1000, "heldout": 2000}
+
+
+# ---- pools -------------------------------------------------------------------------------------
+
+def _split_of(text: str) -> str:
+    return "dev" if hashlib.sha1(text.encode()).digest()[0] % 2 == 0 else "heldout"
+
+
+_DOLLAR = re.compile(r"(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$(?!\$)", re.S)
+_DISPLAY = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]", re.S)
+
+
+def formula_pool(split: str) -> list[str]:
+    out, seen = [], set()
+    with open(SHARED / "decontam" / "math" / "math_test.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            text = row["problem"] + " " + row["solution"]
+            found = [m.group(1) for m in _DOLLAR.finditer(_DISPLAY.sub(" ", text))]
+            found += [a or b for a, b in _DISPLAY.findall(text)]
+            for tex in found:
+                tex = " ".join(tex.split())
+                # Formulas, not numbers or one letter; no text-mode dollars or Asymptote code.
+                if not 6 <= len(tex) <= 160 or "$" in tex or "[asy]" in tex or "\\text{" in tex and "}" not in tex:
+                    continue
+                if not re.search(r"[\\^_=+<>]", tex) or tex in seen or _split_of(tex) != split:
+                    continue
+                seen.add(tex)
+                out.append(tex)
+    return out
+
+
+def code_pool(split: str) -> list[tuple[str, str]]:
+    """(language, code): top-level Python functions of TheAlgorithms, and diff hunks."""
+    out = []
+    for path in sorted((SHARED / "code" / "thealgorithms-python").rglob("*.py")):
+        src = path.read_text(encoding="utf-8", errors="replace").replace("\t", "    ")
+        for m in re.finditer(r"^def .+?(?=^\S|\Z)", src, re.S | re.M):
+            block = m.group().rstrip()
+            block = re.sub(r'\n    """.*?"""\n', "\n", block, count=1, flags=re.S)  # docstrings: long prose
+            lines = block.split("\n")
+            if 4 <= len(lines) <= 22 and max(len(x) for x in lines) <= 100 and _split_of(block) == split:
+                out.append(("python", block))
+    patches = json.loads((SHARED / "swebench" / "princeton-nlp-SWE-bench_Lite-dev.json").read_text())
+    for row in patches:
+        for hunk in re.split(r"(?m)^(?=@@ )", row["patch"])[1:]:
+            hunk = hunk.rstrip()
+            if 4 <= hunk.count("\n") <= 25 and _split_of(hunk) == split:
+                out.append(("diff", hunk))
+    return out
+
+
+def prose_pool(split: str) -> dict[str, list[str]]:
+    """Sentences by language group: 'en' from AEB, 'intl' from magic-html (many languages)."""
+    pools: dict[str, list[str]] = {"en": [], "intl": []}
+    aeb = json.loads((SHARED / "extraction" / "aeb" / "ground-truth.json").read_text())
+    for row in aeb.values():
+        for s in re.split(r"(?<=[.!?])\s+", row.get("articleBody") or ""):
+            s = " ".join(s.split())
+            if 60 <= len(s) <= 300 and "$" not in s and "\\" not in s and _split_of(s) == split:
+                pools["en"].append(s)
+    for kind in ("article", "forum"):
+        base = json.loads((SHARED / "extraction" / "magic-html" / "benchmark" / "data" / kind / "base.json").read_text())
+        for row in base.values():
+            for s in re.split(r"(?<=[.!?。！？])\s*", row.get("content") or ""):
+                s = " ".join(s.split())
+                if 30 <= len(s) <= 300 and not re.search(r"[\\$`<>{}|*_#\[\]]", s) and _split_of(s) == split \
+                        and not re.match(r"^[\x00-\x7f]+$", s):
+                    pools["intl"].append(s)
+    return pools
+
+
+# ---- node renderers (KaTeX, MathJax 3, highlight.js) -------------------------------------------
+
+class Node:
+    """One node process for all pages; jobs in and HTML out, a JSON line each."""
+
+    def __init__(self):
+        self.proc = None
+
+    def _start(self):
+        if not (NODE_DIR / "node_modules" / "mathjax-full").exists():
+            if shutil.which("npm") is None:
+                raise SystemExit("the KaTeX/MathJax/highlight.js families need node and npm")
+            subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(NODE_DIR),
+                            *NODE_PACKAGES], check=True)
+        env = dict(os.environ, NODE_PATH=str(NODE_DIR / "node_modules"))
+        self.proc = subprocess.Popen(["node", str(ROOT / "benchmarks" / "extraction_render.js")], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8")
+
+    def render(self, **job) -> str | None:
+        if self.proc is None:
+            self._start()
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait()
+
+
+# ---- the abstract document ---------------------------------------------------------------------
+
+class Ctx:
+    def __init__(self, split: str, seed: int):
+        self.split = split
+        self.rng = random.Random(seed)
+        self.formulas = formula_pool(split)
+        self.code = code_pool(split)
+        self.prose = prose_pool(split)
+        self.node = Node()
+
+    def sentence(self, intl: bool = False) -> str:
+        pool = self.prose["intl"] if intl and self.prose["intl"] else self.prose["en"]
+        return self.rng.choice(pool)
+
+    def doc(self, n_sections: int, formulas: tuple[int, int], code: int, intl: bool = False,
+            display_share: float = 0.3) -> list:
+        """Blocks: ('h', text) ('p', [str | ('m', tex)]) ('dm', tex) ('code', lang, code)."""
+        rng = self.rng
+        blocks: list = []
+        code_left = code
+        for s in range(n_sections):
+            blocks.append(("h", self.sentence(intl)[:60].rstrip(" ,.;:")))
+            for _ in range(rng.randint(1, 3)):
+                parts: list = [self.sentence(intl)]
+                for _ in range(rng.randint(*formulas)):
+                    if rng.random() < display_share:
+                        blocks.append(("p", parts))
+                        blocks.append(("dm", rng.choice(self.formulas)))
+                        parts = [self.sentence(intl)]
+                    else:
+                        parts += [" ", ("m", rng.choice(self.formulas)), " ", self.sentence(intl)]
+                blocks.append(("p", parts))
+            sections_left = n_sections - s
+            for _ in range(code_left // sections_left + (rng.random() < (code_left % sections_left) / sections_left)):
+                lang, src = rng.choice(self.code)
+                blocks.append(("code", lang, src))
+                blocks.append(("p", [self.sentence(intl)]))
+                code_left -= 1
+        return blocks
+
+
+def truth_of(blocks: list, formula=lambda tex, display: tex, match: str = "tex") -> dict:
+    formulas, code = [], []
+    for b in blocks:
+        if b[0] == "p":
+            formulas += [{"tex": formula(x[1], False), "match": match} for x in b[1] if isinstance(x, tuple)]
+        elif b[0] == "dm":
+            formulas.append({"tex": formula(b[1], True), "match": match})
+        elif b[0] == "code":
+            code.append(b[2])
+    return {"formulas": formulas, "code": code}
+
+
+def esc(s: str) -> str:
+    return htmllib.escape(s, quote=True)
+
+
+def render_blocks(blocks: list, inline, display, code, para=lambda inner: f"<p>{inner}</p>",
+                  head=lambda t, i: f"<h2 id='s{i}'>{esc(t)}</h2>") -> str:
+    out = []
+    for i, b in enumerate(blocks):
+        if b[0] == "h":
+            out.append(head(b[1], i))
+        elif b[0] == "p":
+            out.append(para("".join(esc(x) if isinstance(x, str) else inline(x[1]) for x in b[1])))
+        elif b[0] == "dm":
+            out.append(display(b[1]))
+        elif b[0] == "code":
+            out.append(code(b[2], b[1]))
+    return "\n".join(out)
+
+
+def to_markdown(blocks: list, dollars: bool = True) -> str:
+    md = []
+    for b in blocks:
+        if b[0] == "h":
+            md.append("## " + b[1])
+        elif b[0] == "p":
+            md.append("".join(_md_text(x) if isinstance(x, str) else f"${x[1].strip()}$" for x in b[1]))
+        elif b[0] == "dm":
+            md.append(f"$$\n{b[1]}\n$$" if dollars else f"\\[{b[1]}\\]")
+        elif b[0] == "code":
+            md.append(f"```{b[1]}\n{b[2]}\n```")
+    return "\n\n".join(md) + "\n"
+
+
+def _md_text(s: str) -> str:
+    return re.sub(r"([\\`*_\[\]<>#$|])", r"\\\1", s)
+
+
+def to_rst(blocks: list) -> str:
+    out = []
+    for b in blocks:
+        if b[0] == "h":
+            t = re.sub(r"[`*_|\\]", " ", b[1]).strip() or "Section"
+            out.append(f"{t}\n{'-' * (len(t) * 2 + 4)}")
+        elif b[0] == "p":
+            out.append("".join(re.sub(r"[`*_|\\<>]", " ", x) if isinstance(x, str) else f" :math:`{x[1]}` " for x in b[1]))
+        elif b[0] == "dm":
+            out.append(f".. math::\n\n   {b[1]}")
+        elif b[0] == "code":
+            body = "\n".join("   " + line if line else "" for line in b[2].split("\n"))
+            out.append(f".. code-block:: {b[1]}\n\n{body}")
+    return "\n\n".join(out) + "\n"
+
+
+# ---- site shells -------------------------------------------------------------------------------
+
+_LINK_WORDS = ("Home", "News", "Tutorials", "Forum", "About us", "Contact", "Archive", "Downloads", "Blog",
+               "Subscribe", "Login", "Register", "Privacy policy", "Terms of use", "Careers", "Help center")
+
+
+def _links(rng, n: int, cls: str = "") -> str:
+    words = rng.sample(_LINK_WORDS, min(n, len(_LINK_WORDS)))
+    return f"<ul class='{cls}'>" + "".join(f"<li><a href='/{w.lower().replace(' ', '-')}'>{w}</a></li>" for w in words) + "</ul>"
+
+
+def boilerplate(ctx: Ctx) -> dict[str, str]:
+    rng = ctx.rng
+    related = "".join(f"<li><a href='/p/{rng.randint(1, 999)}'>{esc(ctx.sentence()[:70])}</a></li>" for _ in range(5))
+    return {
+        "nav": _links(rng, 7, "menu"),
+        "related": f"<h3>Related posts</h3><ul class='related-posts'>{related}</ul>",
+        "footer": f"<p>Copyright {rng.randint(2005, 2025)} Example Media Group. All rights reserved.</p>" + _links(rng, 4),
+        "cookie": "<div class='cookie-notice'>We use cookies to give you the best experience. <a href='/privacy'>Accept</a></div>",
+        "share": "<div class='share-buttons'><a href='#'>Share on Twitter</a> <a href='#'>Share on Facebook</a></div>",
+        "crumbs": "<div class='breadcrumbs'><a href='/'>Home</a> &gt; <a href='/docs'>Docs</a></div>",
+    }
+
+
+def shell(ctx: Ctx, title: str, body: str, head: str = "", kind: str | None = None) -> str:
+    """Wrap an article body in one of several common site layouts."""
+    rng = ctx.rng
+    bp = boilerplate(ctx)
+    kind = kind or rng.choice(["html5", "divs", "docs", "table"])
+    title_e = esc(title)
+    top = f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title_e} | Example</title>{head}</head><body>"
+    if kind == "html5":
+        page = (f"<header><div class='logo'>Example</div><nav>{bp['nav']}</nav></header>{bp['cookie']}"
+                f"<main><article><h1>{title_e}</h1><div class='entry-meta'>Posted on March 3 by admin</div>"
+                f"<div class='entry-content'>{body}</div>{bp['share']}</article></main>"
+                f"<aside class='sidebar'>{bp['related']}</aside><footer>{bp['footer']}</footer>")
+    elif kind == "divs":
+        page = (f"<div id='wrapper'><div id='header'><div id='menu'>{bp['nav']}</div></div>{bp['crumbs']}"
+                f"<div id='content'><div class='post'><h1 class='post-title'>{title_e}</h1>"
+                f"<div class='post-content'>{body}</div>{bp['share']}</div></div>"
+                f"<div id='sidebar'>{bp['related']}</div><div id='footer'>{bp['footer']}</div></div>{bp['cookie']}")
+    elif kind == "docs":
+        page = (f"<div class='wy-grid-for-nav'><nav class='wy-nav-side'><div class='toc'>{bp['nav']}</div></nav>"
+                f"<section class='wy-nav-content-wrap'>{bp['crumbs']}<div class='rst-content'>"
+                f"<div role='main' class='document'><div class='section'><h1>{title_e}</h1>{body}</div></div>"
+                f"<footer>{bp['footer']}</footer></div></section></div>")
+    else:  # an old table layout
+        page = (f"<table width='100%'><tr><td colspan='2' class='top'>{bp['nav']}</td></tr><tr>"
+                f"<td class='left' width='20%'>{bp['related']}</td><td class='main'><h1>{title_e}</h1>{body}</td></tr>"
+                f"<tr><td colspan='2' class='bottom'>{bp['footer']}</td></tr></table>")
+    return top + page + "</body></html>"
+
+
+# ---- math families -----------------------------------------------------------------------------
+
+def _pandoc(md: str, *args: str) -> str:
+    import pypandoc
+
+    return pypandoc.convert_text(md, "html5", format="markdown", extra_args=list(args))
+
+
+def math_doc(ctx: Ctx, code: int = 0) -> list:
+    return ctx.doc(ctx.rng.randint(3, 6), (1, 3), code, intl=ctx.rng.random() < 0.2)
+
+
+def fam_pandoc(option: str):
+    def make(ctx: Ctx) -> tuple[str, dict]:
+        blocks = math_doc(ctx, code=ctx.rng.randint(0, 2))
+        return shell(ctx, blocks[0][1], _pandoc(to_markdown(blocks), option)), truth_of(blocks)
+    return make
+
+
+def fam_markdown_math(ctx: Ctx) -> tuple[str, dict]:
+    """Python-Markdown with python-markdown-math (MathJax scripts) or pymdownx.arithmatex (MkDocs)."""
+    import markdown
+
+    blocks = math_doc(ctx, code=ctx.rng.randint(0, 2))
+    variant = ctx.rng.choice(["mdx_math", "arithmatex-generic", "arithmatex-script"])
+    if variant == "mdx_math":
+        exts, cfg = ["fenced_code", "codehilite", "mdx_math"], {"mdx_math": {"enable_dollar_delimiter": True}}
+    else:
+        exts = ["fenced_code", "pymdownx.arithmatex", "pymdownx.highlight"]
+        cfg = {"pymdownx.arithmatex": {"generic": variant.endswith("generic")}}
+    body = markdown.markdown(to_markdown(blocks), extensions=exts, extension_configs=cfg)
+    return shell(ctx, blocks[0][1], body), truth_of(blocks)
+
+
+def fam_docutils(math_output: str):
+    def make(ctx: Ctx) -> tuple[str, dict]:
+        from docutils.core import publish_parts
+
+        blocks = math_doc(ctx, code=ctx.rng.randint(0, 2))
+        parts = publish_parts(to_rst(blocks), writer_name="html5",
+                              settings_overrides={"math_output": math_output, "report_level": 5, "halt_level": 5,
+                                                  "syntax_highlight": "short"})
+        match = "symbols" if math_output == "MathML" else "tex"
+        return shell(ctx, blocks[0][1], parts["body"]), truth_of(blocks, match=match)
+    return make
+
+
+def fam_latex2mathml(ctx: Ctx) -> tuple[str, dict]:
+    from latex2mathml.converter import convert
+
+    blocks = math_doc(ctx)
+    body = render_blocks(blocks, lambda t: convert(t), lambda t: "<p>" + convert(t, display="block") + "</p>",
+                         lambda c, lang: f"<pre>{esc(c)}</pre>")
+    return shell(ctx, blocks[0][1], body), truth_of(blocks, match="symbols")
+
+
+def _node_blocks(ctx: Ctx, kind: str, blocks: list) -> list:
+    """Keep the formulas the library renders (KaTeX refuses some MATH-set macros)."""
+    kept = []
+    for b in blocks:
+        if b[0] == "dm" and ctx.node.render(kind=kind, tex=b[1], display=True) is None:
+            continue
+        if b[0] == "p":
+            b = ("p", [x for x in b[1] if isinstance(x, str) or ctx.node.render(kind=kind, tex=x[1], display=False)])
+        kept.append(b)
+    return kept
+
+
+def fam_katex(ctx: Ctx) -> tuple[str, dict]:
+    blocks = _node_blocks(ctx, "katex", math_doc(ctx))
+    r = ctx.node.render
+    body = render_blocks(blocks, lambda t: r(kind="katex", tex=t, display=False),
+                         lambda t: "<p>" + r(kind="katex", tex=t, display=True) + "</p>",
+                         lambda c, lang: f"<pre><code class='language-{lang}'>{esc(c)}</code></pre>")
+    return shell(ctx, blocks[0][1], body), truth_of(blocks)
+
+
+def fam_mathjax3(ctx: Ctx) -> tuple[str, dict]:
+    blocks = _node_blocks(ctx, "mathjax", math_doc(ctx))
+    r = ctx.node.render
+    body = render_blocks(blocks, lambda t: r(kind="mathjax", tex=t, display=False),
+                         lambda t: r(kind="mathjax", tex=t, display=True),
+                         lambda c, lang: f"<pre><code>{esc(c)}</code></pre>")
+    return shell(ctx, blocks[0][1], body), truth_of(blocks, match="symbols")
+
+
+def fam_mediawiki(ctx: Ctx) -> tuple[str, dict]:
+    """MediaWiki's Math extension as Wikipedia serves it: an `mwe-math-element` holding hidden MathML
+    (alttext and TeX annotation `{\\displaystyle ...}`) and a fallback SVG image with the same alt;
+    display formulas in `<dl><dd>` (older) or a block element. Body in `mw-parser-output` sections."""
+    from latex2mathml.converter import convert
+
+    rng = ctx.rng
+    blocks = ctx.doc(rng.randint(4, 8), (1, 3), 0, display_share=0.35)
+    annotated = rng.random() < 0.7
+    style = rng.choice(["dl", "block"])
+
+    def element(tex: str, display: bool) -> str:
+        alt = "{\\displaystyle " + tex + "}"
+        mml = convert(tex, display="block" if display else "inline")
+        inner = mml[mml.index(">") + 1: mml.rindex("</math>")]
+        if annotated:
+            inner = f"<semantics><mrow>{inner}</mrow><annotation encoding='application/x-tex'>{esc(alt)}</annotation></semantics>"
+        kind = "display" if display else "inline"
+        digest = hashlib.sha1(tex.encode()).hexdigest()
+        disp = 'display="block" ' if display else ""
+        return (f"<span class='mwe-math-element mwe-math-element-{'block' if display else 'inline'}'>"
+                f"<span class='mwe-math-mathml-{kind} mwe-math-mathml-a11y' style='display: none;'>"
+                f"<math xmlns='http://www.w3.org/1998/Math/MathML' {disp}alttext='{esc(alt)}'>"
+                f"{inner}</math></span><img src='https://wikimedia.org/api/rest_v1/media/math/render/svg/{digest}' "
+                f"class='mwe-math-fallback-image-{kind} mw-invert skin-invert' aria-hidden='true' "
+                f"style='vertical-align: -0.838ex; width:12.5ex; height:2.843ex;' alt='{esc(alt)}'></span>")
+
+    def display(tex: str) -> str:
+        if style == "dl":
+            return f"<dl><dd>{element(tex, True)}</dd></dl>"
+        return f"<p>{element(tex, True)}</p>"
+
+    def head(t: str, i: int) -> str:
+        return (f"<div class='mw-heading mw-heading2'><h2 id='s{i}'>{esc(t)}</h2><span class='mw-editsection'>"
+                f"<span class='mw-editsection-bracket'>[</span><a href='?action=edit&amp;section={i}'>edit</a>"
+                f"<span class='mw-editsection-bracket'>]</span></span></div>")
+
+    body = render_blocks(blocks, lambda t: element(t, False), display, lambda c, lang: "", head=head)
+    toc = "".join(f"<li class='toclevel-1'><a href='#s{i}'>{esc(b[1])}</a></li>" for i, b in enumerate(blocks) if b[0] == "h")
+    title = blocks[0][1]
+    page = (f"<!DOCTYPE html><html class='client-nojs' lang='en'><head><meta charset='UTF-8'><title>{esc(title)} - Wikipedia</title></head>"
+            f"<body class='mediawiki skin-vector'><div id='mw-navigation'><div id='p-navigation' role='navigation'>"
+            f"{_links(rng, 6)}</div></div><div id='content' class='mw-body' role='main'>"
+            f"<h1 id='firstHeading' class='firstHeading mw-first-heading'><span class='mw-page-title-main'>{esc(title)}</span></h1>"
+            f"<div id='bodyContent' class='vector-body'><div id='siteSub'>From Wikipedia, the free encyclopedia</div>"
+            f"<div id='mw-content-text' class='mw-body-content'><div class='mw-content-ltr mw-parser-output' lang='en' dir='ltr'>"
+            f"<div id='toc' class='toc' role='navigation'><h2>Contents</h2><ul>{toc}</ul></div>{body}"
+            f"<div class='navbox' role='navigation'><table><tr><th>Topics</th><td>{_links(rng, 8)}</td></tr></table></div>"
+            f"</div></div><div id='catlinks' class='catlinks'>Categories: <a href='/c/1'>Mathematics</a></div></div></div>"
+            f"<div id='footer' role='contentinfo'><ul><li>This page was last edited on 1 May 2024.</li>"
+            f"<li>Text is available under the Creative Commons Attribution-ShareAlike License 4.0</li></ul></div></body></html>")
+    return page, truth_of(blocks, formula=lambda tex, display: "{\\displaystyle " + tex + "}")
+
+
+def _img_url(rng, tex: str) -> tuple[str, str, str]:
+    """(src, alt, class) for a server-side TeX renderer, each encoding the TeX its own way."""
+    kind = rng.choice(["mimetex", "mathtex", "codecogs", "codecogs-editor", "wordpress", "quicklatex", "upmath",
+                       "googlechart", "alt-only"])
+    if kind == "mimetex":
+        safe = "\\^_{}()[]=+-*/,.|!<>"  # mimeTeX takes the TeX nearly raw; only spaces and & are encoded
+        return "/cgi-bin/mimetex.cgi?" + quote(tex, safe=safe), tex, ""
+    if kind == "mathtex":
+        return f"https://www.forkosh.com/mathtex.cgi?{quote(tex)}", "", ""
+    if kind == "codecogs":
+        return f"https://latex.codecogs.com/png.latex?{quote(tex)}", "", ""
+    if kind == "codecogs-editor":  # the CodeCogs editor's embed code: spaces as &space;, options first
+        return "https://latex.codecogs.com/svg.image?\\dpi{110}&space;" + tex.replace(" ", "&space;"), tex, ""
+    if kind == "wordpress":
+        q = quote(tex).replace("%20", "+")
+        return f"https://s0.wp.com/latex.php?latex={q}&bg=ffffff&fg=000000&s=0&c=20201002", tex, "latex"
+    if kind == "quicklatex":  # alt text with every character as a numeric entity (kept as text here)
+        return f"/wp-content/ql-cache/quicklatex.com-{hashlib.md5(tex.encode()).hexdigest()}_l3.png", tex, "ql-img-inline-formula quicklatex-auto-format"
+    if kind == "upmath":
+        return f"https://i.upmath.me/svg/{quote(tex)}", "", ""
+    if kind == "googlechart":
+        return f"https://chart.googleapis.com/chart?cht=tx&chl={quote(tex)}", "", ""
+    return f"/images/eq{hashlib.md5(tex.encode()).hexdigest()[:8]}.png", f"${tex}$", ""
+
+
+def fam_tex_images(ctx: Ctx) -> tuple[str, dict]:
+    rng = ctx.rng
+    blocks = math_doc(ctx)
+
+    def img(tex: str, display: bool) -> str:
+        src, alt, cls = _img_url(rng, tex)
+        title = f" title='{esc(alt)}'" if alt and rng.random() < 0.5 else ""
+        if "quicklatex" in src:
+            alt_attr = " alt='" + "".join(f"&#{ord(c)};" for c in alt) + "'"
+        else:
+            alt_attr = f" alt='{esc(alt)}'" if alt or rng.random() < 0.5 else ""
+        tag = f"<img src='{esc(src)}'{alt_attr}{title} class='{cls}' style='vertical-align:middle' />"
+        return f"<p style='text-align:center'>{tag}</p>" if display else tag
+
+    body = render_blocks(blocks, lambda t: img(t, False), lambda t: img(t, True), lambda c, lang: "")
+    return shell(ctx, blocks[0][1], body), truth_of(blocks)
+
+
+def fam_mathjax_source(ctx: Ctx) -> tuple[str, dict]:
+    """Pages that MathJax/KaTeX typeset in the browser: TeX in the served HTML between delimiters, in
+    a long textbook page (many sections) inside a MindTouch/LibreTexts-like shell."""
+    rng = ctx.rng
+    blocks = ctx.doc(rng.randint(8, 14), (1, 3), 0)
+    delim = rng.choice([("\\(", "\\)", "\\[", "\\]"), ("$", "$", "$$", "$$"), ("\\(", "\\)", "$$", "$$")])
+    body = render_blocks(blocks, lambda t: esc(delim[0] + t + delim[1]),
+                         lambda t: f"<p class='mt-align-center'>{esc(delim[2] + t + delim[3])}</p>",
+                         lambda c, lang: "",
+                         head=lambda t, i: f"<h2 class='mt-section' id='s{i}'><span class='mt-section-title'>{esc(t)}</span></h2>")
+    script = "<script src='https://cdn.example.org/mathjax/2.7.7/MathJax.js?config=TeX-AMS_HTML'></script>"
+    page = shell(ctx, blocks[0][1], f"<div class='mt-content-container'>{body}</div>", head=script)
+    return page, truth_of(blocks)
+
+
+# ---- code families -----------------------------------------------------------------------------
+
+def code_doc(ctx: Ctx, n_code: int | None = None) -> list:
+    rng = ctx.rng
+    return ctx.doc(rng.randint(2, 5), (0, 0), n_code or rng.randint(2, 6), intl=rng.random() < 0.3)
+
+
+def _pygments(code: str, lang: str, **opts) -> str:
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import get_lexer_by_name
+
+    return highlight(code, get_lexer_by_name(lang), HtmlFormatter(**opts))
+
+
+def fam_pygments(ctx: Ctx) -> tuple[str, dict]:
+    rng = ctx.rng
+    blocks = code_doc(ctx)
+    opts = rng.choice([{}, {"linenos": "table"}, {"linenos": "inline"}, {"linenos": "table", "anchorlinenos": True, "lineanchors": "L"},
+                       {"noclasses": True}, {"wrapcode": True}, {"linenos": "inline", "wrapcode": True},
+                       {"style": rng.choice(["monokai", "friendly", "solarized-dark"]), "noclasses": True, "linenos": "table"}])
+    body = render_blocks(blocks, None, None, lambda c, lang: _pygments(c, lang, **opts))
+    return shell(ctx, blocks[0][1], body), truth_of(blocks)
+
+
+def fam_markdown_code(ctx: Ctx) -> tuple[str, dict]:
+    """Python-Markdown code as MkDocs (Material) renders it: codehilite or pymdownx.highlight, with and
+    without line numbers (a table), with and without a language."""
+    import markdown
+
+    rng = ctx.rng
+    blocks = code_doc(ctx)
+    variant = rng.choice(["codehilite", "codehilite-linenums", "pymdownx", "pymdownx-table", "pymdownx-inline", "plain"])
+    if variant.startswith("codehilite"):
+        exts = ["fenced_code", "codehilite"]
+        cfg = {"codehilite": {"linenums": variant.endswith("linenums")}}
+    elif variant.startswith("pymdownx"):
+        exts = ["pymdownx.superfences", "pymdownx.highlight"]
+        style = {"pymdownx": None, "pymdownx-table": "table", "pymdownx-inline": "inline"}[variant]
+        cfg = {"pymdownx.highlight": {"linenums": style is not None, "linenums_style": style or "table",
+                                      "anchor_linenums": rng.random() < 0.5}}
+    else:
+        exts, cfg = ["fenced_code"], {}
+    body = markdown.markdown(to_markdown(blocks), extensions=exts, extension_configs=cfg)
+    return shell(ctx, blocks[0][1], body, kind=rng.choice(["docs", "html5"])), truth_of(blocks)
+
+
+def fam_pandoc_code(ctx: Ctx) -> tuple[str, dict]:
+    blocks = code_doc(ctx)
+    opt = ctx.rng.choice(["--syntax-highlighting=pygments", "--syntax-highlighting=none"])
+    return shell(ctx, blocks[0][1], _pandoc(to_markdown(blocks), opt)), truth_of(blocks)
+
+
+def fam_docutils_code(ctx: Ctx) -> tuple[str, dict]:
+    """docutils' HTML5 writer (the same literal-block markup Sphinx themes wrap in `div.highlight`)."""
+    from docutils.core import publish_parts
+
+    blocks = code_doc(ctx)
+    body = publish_parts(to_rst(blocks), writer_name="html5", settings_overrides={
+        "report_level": 5, "halt_level": 5, "syntax_highlight": ctx.rng.choice(["short", "long", "none"])})["body"]
+    return shell(ctx, blocks[0][1], body, kind="docs"), truth_of(blocks)
+
+
+def fam_hljs(ctx: Ctx) -> tuple[str, dict]:
+    """highlight.js output, bare and with the line-number plugin's table (hljs-ln)."""
+    rng = ctx.rng
+    blocks = code_doc(ctx)
+    numbered = rng.random() < 0.5
+
+    def block(code: str, lang: str) -> str:
+        inner = ctx.node.render(kind="hljs", code=code, lang=lang)
+        if numbered:  # highlightjs-line-numbers.js: one row per line, the number in a data attribute
+            rows = "".join(
+                f"<tr><td class='hljs-ln-line hljs-ln-numbers' data-line-number='{i}'><div class='hljs-ln-n' data-line-number='{i}'></div></td>"
+                f"<td class='hljs-ln-line hljs-ln-code' data-line-number='{i}'>{line}</td></tr>"
+                for i, line in enumerate(_split_highlighted(inner), 1))
+            inner = f"<table class='hljs-ln'><tbody>{rows}</tbody></table>"
+        return f"<pre><code class='hljs language-{lang}'>{inner}</code></pre>"
+
+    body = render_blocks(blocks, None, None, block)
+    return shell(ctx, blocks[0][1], body), truth_of(blocks)
+
+
+def _split_highlighted(html: str) -> list[str]:
+    """Highlighted HTML split into lines with spans closed and reopened at each newline, as the
+    line-number plugins do."""
+    lines, open_tags, cur = [], [], ""
+    for tok in re.split(r"(<span[^>]*>|</span>|\n)", html):
+        if tok == "\n":
+            lines.append(cur + "</span>" * len(open_tags))
+            cur = "".join(open_tags)
+        elif tok.startswith("<span"):
+            open_tags.append(tok)
+            cur += tok
+        elif tok == "</span>":
+            open_tags.pop()
+            cur += tok
+        else:
+            cur += tok
+    lines.append(cur)
+    return lines
+
+
+def _br_code(code: str) -> str:
+    """Code as BBCode engines print it: <br /> per line, runs of spaces as &nbsp;."""
+    return "<br />".join(re.sub(r"(?<= ) |^ ", "&nbsp;", esc(line)) for line in code.split("\n"))
+
+
+# How each forum engine prints a BBCode [code] box: {br} is the code with <br /> and &nbsp;, {pre} the
+# escaped code for a <pre>, {lang} the language.
+_FORUM_CODE = {
+    "phpbb3.0": "<dl class='codebox'><dt>Code: <a href='#' onclick='selectCode(this); return false;'>Select all</a></dt>"
+                "<dd><code>{br}</code></dd></dl>",
+    "phpbb3.3": "<div class='codebox'><p>Code: <a href='#' onclick='selectCode(this); return false;'>Select all</a></p>"
+                "<pre><code>{pre}</code></pre></div>",
+    "vbulletin": "<div class='bbcode_container'><div class='bbcode_description'>Code:</div>"
+                 "<pre class='bbcode_code' style='height:168px;'>{pre}</pre></div>",
+    "xenforo": "<div class='bbCodeBlock bbCodeBlock--screenLimited bbCodeBlock--code'><div class='bbCodeBlock-title'>Code:"
+               "</div><div class='bbCodeBlock-content' dir='ltr'><pre class='bbCodeCode' dir='ltr' data-xf-init='code-block' "
+               "data-lang='{lang}'><code>{pre}</code></pre></div></div>",
+    "smf": "<div class='codeheader'><span class='code floatleft'>Code</span> <a class='codeoperation smf_select_text'>"
+           "[Select]</a></div><code class='bbc_code'>{br}</code>",
+    "mybb": "<div class='codeblock'><div class='title'>Code:</div><div class='body' dir='ltr'><code>{br}</code></div></div>",
+    "discourse": "<pre><code class='lang-{lang}'>{pre}</code></pre>",
+    "invision": "<pre class='ipsCode prettyprint lang-{lang} prettyprinted'>{pre}</pre>",
+}
+
+
+def _forum_code(rng, code: str, lang: str) -> str:
+    template = _FORUM_CODE[rng.choice(sorted(_FORUM_CODE))]
+    return template.format(br=_br_code(code), pre=esc(code), lang=lang)
+
+
+def fam_forum_code(ctx: Ctx) -> tuple[str, dict]:
+    """A forum thread (vBulletin/phpBB/XenForo/SMF/MyBB/Discourse/Invision shapes): several posts, code
+    boxes as each engine prints BBCode [code]; every post is main content."""
+    rng = ctx.rng
+    intl = rng.random() < 0.3
+    posts, code = [], []
+    layout = rng.choice(["vb", "phpbb", "xf", "generic"])
+    for i in range(rng.randint(3, 8)):
+        parts = [f"<p>{esc(ctx.sentence(intl))} {esc(ctx.sentence(intl))}</p>" if layout != "vb" else
+                 f"{esc(ctx.sentence(intl))}<br /><br />{esc(ctx.sentence(intl))}<br />"]
+        if rng.random() < 0.6:
+            lang, src = rng.choice(ctx.code)
+            parts.append(_forum_code(rng, src, lang))
+            code.append(src)
+            parts.append(f"<p>{esc(ctx.sentence(intl))}</p>" if layout != "vb" else esc(ctx.sentence(intl)))
+        body = "".join(parts)
+        user = f"<div class='userinfo'><a href='/member/{i}'>user{rng.randint(1, 9999)}</a><div>Posts: {rng.randint(1, 5000)}</div>" \
+               f"<div>Join Date: Jan 2012</div></div>"
+        sig = "<div class='signature'>Sent from my phone using Tapatalk</div>"
+        if layout == "vb":
+            posts.append(f"<li class='postbitlegacy postbitim postcontainer' id='post_{i}'><div class='posthead'>"
+                         f"<span class='date'>01-0{i % 9 + 1}-2014</span></div><div class='postdetails'>{user}<div class='postbody'>"
+                         f"<div class='postrow'><h2 class='title icon'>Re: help</h2><div class='content'><div id='post_message_{i}'>"
+                         f"<blockquote class='postcontent restore'>{body}</blockquote></div></div></div>{sig}</div></div></li>")
+        elif layout == "phpbb":
+            posts.append(f"<div id='p{i}' class='post has-profile bg{i % 2 + 1}'><div class='inner'><dl class='postprofile'>"
+                         f"{user}</dl><div class='postbody'><h3>Re: help</h3><p class='author'>by user on Mon Jan 6</p>"
+                         f"<div class='content'>{body}</div>{sig}</div></div></div>")
+        elif layout == "xf":
+            posts.append(f"<article class='message message--post' data-author='u{i}'><div class='message-inner'>"
+                         f"<div class='message-cell message-cell--user'>{user}</div><div class='message-cell message-cell--main'>"
+                         f"<div class='message-content'><div class='message-userContent'><article class='message-body'>"
+                         f"<div class='bbWrapper'>{body}</div></article></div></div>{sig}</div></div></article>")
+        else:
+            posts.append(f"<div class='forum-post'><div class='post-header'>{user}</div><div class='post-text'>{body}</div>{sig}</div>")
+    bp = boilerplate(ctx)
+    title = ctx.sentence(intl)[:70]
+    container = "<ol id='posts' class='posts'>{}</ol>" if layout == "vb" else "<div class='thread'>{}</div>"
+    page = (f"<!DOCTYPE html><html><head><title>{esc(title)} - Forum</title></head><body><div id='header'>{bp['nav']}</div>"
+            f"{bp['crumbs']}<h1>{esc(title)}</h1><div class='pagination'>Page 1 of 2 <a href='?page=2'>Next</a></div>"
+            + container.format("".join(posts)) +
+            f"<div class='similar-threads'>{bp['related']}</div><div id='footer'>{bp['footer']}</div></body></html>")
+    return page, {"formulas": [], "code": code}
+
+
+def fam_legacy_code(ctx: Ctx) -> tuple[str, dict]:
+    """Code widgets outside <pre><code>: SyntaxHighlighter (`pre.brush:` and the 1.x `<textarea
+    name=code>`), W3Schools-style `div` with <br>, GitHub gist tables, Hugo/Chroma line-number
+    tables, code in a bare block <code> with <br>."""
+    rng = ctx.rng
+    blocks = code_doc(ctx)
+    kind = rng.choice(["brush", "textarea", "w3", "gist", "chroma", "code-br"])
+
+    def block(code: str, lang: str) -> str:
+        lines = code.split("\n")
+        if kind == "brush":
+            return f"<pre class='brush: {lang}; title: ; notranslate' title=''>{esc(code)}</pre>"
+        if kind == "textarea":
+            return f"<div class='codeblock'><textarea name='code' class='{lang}' rows='{len(lines)}' cols='80' readonly>{esc(code)}</textarea></div>"
+        if kind == "w3":
+            spans = _br_code(code)
+            return f"<div class='w3-example'><h3>Example</h3><div class='w3-code notranslate {lang}High'>{spans}</div>" \
+                   f"<a class='w3-btn' href='/tryit'>Try it Yourself »</a></div>"
+        if kind == "gist":
+            rows = "".join(f"<tr><td id='L{i}' class='blob-num js-line-number' data-line-number='{i}'></td>"
+                           f"<td id='LC{i}' class='blob-code blob-code-inner js-file-line'>{esc(line)}</td></tr>"
+                           for i, line in enumerate(lines, 1))
+            return (f"<div class='gist'><div class='gist-file'><div class='gist-data'><div class='js-gist-file-update-container'>"
+                    f"<div class='file'><div class='blob-wrapper data type-{lang}'><table class='highlight tab-size js-file-line-container'>"
+                    f"{rows}</table></div></div></div></div><div class='gist-meta'><a href='#'>view raw</a> hosted with ❤ by GitHub</div></div></div>")
+        if kind == "chroma":
+            nums = "".join(f"<span class='lnt'>{i}\n</span>" for i in range(1, len(lines) + 1))
+            code_html = "".join(f"<span class='line'><span class='cl'>{esc(line)}\n</span></span>" for line in lines)
+            return (f"<div class='highlight'><div class='chroma'><table class='lntable'><tr><td class='lntd'>"
+                    f"<pre tabindex='0' class='chroma'><code>{nums}</code></pre></td><td class='lntd'>"
+                    f"<pre tabindex='0' class='chroma'><code class='language-{lang}' data-lang='{lang}'>{code_html}</code></pre>"
+                    f"</td></tr></table></div></div>")
+        return f"<p><code class='block'>{_br_code(code)}</code></p>"
+
+    body = render_blocks(blocks, None, None, block)
+    return shell(ctx, blocks[0][1], body), truth_of(blocks)
+
+
+def fam_tutorial(ctx: Ctx) -> tuple[str, dict]:
+    """A long documentation/tutorial page with many code blocks and short text between them, often
+    localized, in a docs theme with a big navigation tree."""
+    rng = ctx.rng
+    blocks = ctx.doc(rng.randint(5, 9), (0, 0), rng.randint(8, 16), intl=rng.random() < 0.5)
+    wrap = rng.choice(["ms", "div-example", "plain"])
+
+    def block(code: str, lang: str) -> str:
+        pre = f"<pre><code class='lang-{lang}'>{esc(code)}</code></pre>"
+        if wrap == "ms":
+            return (f"<div class='codeHeader' id='code-try-{rng.randint(1, 99)}'><span class='language'>{lang}</span>"
+                    f"<button type='button' class='action'>Copy</button></div>{pre}")
+        if wrap == "div-example":
+            return f"<div class='example'><p class='example-title'>Example</p><div class='example-contents'>{pre}</div></div>"
+        return pre
+
+    body = render_blocks(blocks, None, None, block)
+    nav = "".join(f"<li><a href='/docs/{i}'>{esc(ctx.sentence()[:40])}</a></li>" for i in range(30))
+    page = shell(ctx, blocks[0][1], body, kind="docs").replace("<div class='toc'>", f"<div class='toc'><ul>{nav}</ul>", 1)
+    return page, truth_of(blocks)
+
+
+FAMILIES = {
+    # math
+    "pandoc-mathml": fam_pandoc("--mathml"),
+    "pandoc-mathjax": fam_pandoc("--mathjax"),
+    "pandoc-katex": fam_pandoc("--katex"),
+    "pandoc-webtex": fam_pandoc("--webtex"),
+    "markdown-math": fam_markdown_math,
+    "docutils-mathjax": fam_docutils("MathJax"),
+    "docutils-mathml": fam_docutils("MathML"),
+    "latex2mathml": fam_latex2mathml,
+    "katex-ssr": fam_katex,
+    "mathjax3-ssr": fam_mathjax3,
+    "mediawiki": fam_mediawiki,
+    "tex-images": fam_tex_images,
+    "mathjax-textbook": fam_mathjax_source,
+    # code
+    "pygments": fam_pygments,
+    "markdown-code": fam_markdown_code,
+    "pandoc-code": fam_pandoc_code,
+    "docutils-code": fam_docutils_code,
+    "highlightjs": fam_hljs,
+    "forum-code": fam_forum_code,
+    "legacy-code": fam_legacy_code,
+    "tutorial-code": fam_tutorial,
+}
+
+
+def generate(split: str, per_family: int, seed: int | None = None, families: list[str] | None = None) -> Path:
+    ctx = Ctx(split, SEEDS[split] if seed is None else seed)
+    out = OUT / split
+    if out.exists():
+        shutil.rmtree(out)
+    truth = {}
+    try:
+        for family in families or FAMILIES:
+            (out / family).mkdir(parents=True, exist_ok=True)
+            for i in range(per_family):
+                page, t = FAMILIES[family](ctx)
+                name = f"{family}/{i:03d}.html"
+                (out / name).write_text(page, encoding="utf-8")
+                truth[name] = dict(t, family=family)
+    finally:
+        ctx.node.close()
+    (out / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--split", choices=sorted(SEEDS), default="dev")
+    ap.add_argument("--per-family", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=None, help="default: the split's own seed")
+    ap.add_argument("--family", action="append", help="only these families (repeatable)")
+    args = ap.parse_args()
+    out = generate(args.split, args.per_family, args.seed, args.family)
+    truth = json.loads((out / "truth.json").read_text())
+    print(f"wrote {len(truth)} pages to {out.relative_to(ROOT)}: "
+          f"{sum(len(t['formulas']) for t in truth.values())} formulas, {sum(len(t['code']) for t in truth.values())} code blocks")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""Trainer benchmarks: CPU throughput of the tiny MoE vs its dense control and vs the naive expert loop,
+the GPU proxy's tokens/s and MFU, and the known-order ablation (clean vs 30% junk, 3 seeds).
+
+    python benchmarks/trainer.py                 # speed (CPU) + gpu (recorded as not measured without CUDA)
+    python benchmarks/trainer.py --ablation      # also the full known-order ablation (about 10 minutes)
+    python benchmarks/trainer.py --only ablation # only the ablation
+
+Every mode merges its figures into benchmarks/results/trainer.json. Speed figures are medians of
+interleaved timed steps (MoE, dense, loop, MoE, ...), so a neighbour's load hits every variant alike;
+the host's load average is recorded beside them. Throughput counts token positions per second of a full
+training step (forward, backward, AdamW).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "trainer.json"
+
+TINY = {"model": {"d_model": 128, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2},
+        "moe": {"num_experts": 4, "top_k": 1, "expert_hidden": 256, "n_shared": 1}}
+# Fine-grained routing (16 experts, top-2) for the layer-level grouped-vs-loop comparison.
+FINE = {"num_experts": 16, "top_k": 2, "expert_hidden": 64, "n_shared": 1}
+# ~100M active parameters for the GPU proxy (trainer-notes §7.2 GPU column).
+GPU_PROXY = {"model": {"d_model": 768, "n_layers": 12, "n_heads": 12, "n_kv_heads": 4, "n_dense_layers": 1},
+             "moe": {"num_experts": 16, "top_k": 2, "expert_hidden": 768, "n_shared": 1, "score": "sigmoid",
+                     "routed_scaling": 2.5}}
+
+
+def _model(spec: dict, vocab: int, T: int, **moe_over):
+    from assay.trainer.config import ModelConfig, MoEConfig
+    from assay.trainer.model import GPT
+
+    return GPT(ModelConfig(**spec["model"]), MoEConfig(**dict(spec["moe"], **moe_over)), vocab, T)
+
+
+def speed(threads_list=(1, 2), steps: int = 12, B: int = 8, T: int = 256) -> dict:
+    import torch
+
+    out: dict = {"batch": [B, T], "config": TINY, "steps_timed": steps, "load_avg_before": os.getloadavg()[0]}
+    for threads in threads_list:
+        torch.set_num_threads(threads)
+        torch.manual_seed(0)
+        variants = {"moe": _model(TINY, 259, T), "dense": _model(TINY, 259, T, num_experts=1),
+                    "moe_loop": _model(TINY, 259, T, impl="loop")}
+        variants["moe_loop"].load_state_dict(variants["moe"].state_dict())
+        opts = {k: torch.optim.AdamW(m.parameters(), lr=1e-3) for k, m in variants.items()}
+        idx, tgt = torch.randint(0, 256, (B, T)), torch.randint(0, 256, (B, T))
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        for i in range(steps + 2):
+            for name, m in variants.items():
+                t = time.perf_counter()
+                o = m(idx, tgt)
+                (o.ce_sum / (B * T) + o.aux).backward()
+                opts[name].step()
+                opts[name].zero_grad(set_to_none=True)
+                if i >= 2:  # two warm-up steps
+                    times[name].append(time.perf_counter() - t)
+        tok_s = {k: round(B * T / statistics.median(v), 1) for k, v in times.items()}
+        params = {k: m.param_counts() for k, m in variants.items()}
+        out[f"threads_{threads}"] = {
+            "tokens_per_s": tok_s,
+            "moe_over_dense": round(tok_s["moe"] / tok_s["dense"], 3),
+            "grouped_over_loop": round(tok_s["moe"] / tok_s["moe_loop"], 3),
+            "active_params": {k: p["active"] for k, p in params.items()},
+            "total_params": {k: p["total"] for k, p in params.items()},
+        }
+        print(f"threads {threads}: {tok_s} tokens/s; MoE/dense {out[f'threads_{threads}']['moe_over_dense']}, "
+              f"grouped/loop {out[f'threads_{threads}']['grouped_over_loop']}", flush=True)
+    out["layer_fine_grained"] = layer_speed()
+    out["load_avg_after"] = os.getloadavg()[0]
+    return out
+
+
+def layer_speed(N: int = 2048, d: int = 128, reps: int = 10) -> dict:
+    """One MoE layer, fwd+bwd, 16 experts top-2: batched (sort + padded bmm) vs the per-expert loop."""
+    import torch
+
+    from assay.trainer.config import MoEConfig
+    from assay.trainer.moe import MoE
+
+    torch.manual_seed(0)
+    layer = MoE(d, MoEConfig(**FINE))
+    for p in layer.parameters():
+        torch.nn.init.normal_(p, std=0.05)
+    x = torch.randn(1, N, d, requires_grad=True)
+    res = {}
+    times: dict[str, list[float]] = {"grouped": [], "loop": []}
+    for i in range(reps + 2):
+        for impl in times:
+            layer.experts.impl = "padded" if impl == "grouped" else "loop"
+            t = time.perf_counter()
+            y, _ = layer(x)
+            y.square().mean().backward()
+            if i >= 2:
+                times[impl].append(time.perf_counter() - t)
+    for k, v in times.items():
+        res[f"{k}_tokens_per_s"] = round(N / statistics.median(v), 1)
+    res["grouped_over_loop"] = round(res["grouped_tokens_per_s"] / res["loop_tokens_per_s"], 3)
+    res["config"] = dict(FINE, tokens=N, d_model=d)
+    print(f"fine-grained layer: {res}", flush=True)
+    return res
+
+
+def gpu(steps: int = 20, B: int = 8, T: int = 2048) -> dict:
+    """bf16 tokens/s and MFU of the ~100M-active proxy; recorded as not measured without CUDA."""
+    import torch
+
+    model = _model(GPU_PROXY, 32768, T)
+    counts = model.param_counts()
+    base = {"config": GPU_PROXY, "batch": [B, T], "active_params": counts["active"], "total_params": counts["total"],
+            "flops_per_token": model.flops_per_token(T)}
+    if not torch.cuda.is_available():
+        print("gpu: no CUDA device here; GPU figures not measured", flush=True)
+        return dict(base, measured=False, reason="no CUDA device in this session; GPU figures not measured")
+    from assay.trainer.train import PEAK_FLOPS
+
+    dev = torch.device("cuda")
+    model = model.to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
+    idx = torch.randint(0, 32768, (B, T), device=dev)
+    results = {}
+    for compiled in (False, True):
+        fwd = torch.compile(model) if compiled else model
+        times = []
+        for i in range(steps + 3):
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                o = fwd(idx, idx)
+            (o.ce_sum / (B * T) + o.aux).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            if i >= 3:
+                times.append(time.perf_counter() - t)
+        name = torch.cuda.get_device_name(dev)
+        peak = next((v for k, v in PEAK_FLOPS.items() if k in name), None)
+        tok_s = B * T / statistics.median(times)
+        results["compiled" if compiled else "eager"] = {
+            "tokens_per_s": round(tok_s), "mfu": round(base["flops_per_token"] * tok_s / peak, 4) if peak else None}
+    return dict(base, measured=True, device=torch.cuda.get_device_name(dev), **results)
+
+
+def ablation(seeds=(0, 1, 2), tokens: int = 400_000, workers: int = 2) -> dict:
+    """The known-order pair at one budget: clean text vs the same with 30% junk; dense check on seed 0."""
+    from assay.trainer.ablate import run_ablation
+    from assay.trainer.config import AblationSpec
+    from assay.trainer.known_order import build_known_order
+
+    work = Path(tempfile.mkdtemp(prefix="assay-ablation-"))
+    paths = build_known_order(work / "data", train_bytes=None)
+    raw = dict(ablation_config(), data={"train": str(paths["clean"]), "batch_size": 4, "order_seed": 0},
+               eval={"sets": {"held_out": str(paths["eval"])}, "batch_size": 64, "max_rows": 384})
+    cfg_path = work / "tiny.json"
+    cfg_path.write_text(json.dumps(raw))
+    spec = AblationSpec(name="clean-vs-junk30", config=str(cfg_path), seeds=list(seeds), tokens=tokens,
+                        arms={"clean": str(paths["clean"]), "junk30": str(paths["junk"])},
+                        dense_seeds=[seeds[0]], workers=workers, significance="paired")
+    t = time.time()
+    res = run_ablation(spec, raw, work / "out")
+    seconds = round(time.time() - t, 1)
+    pair = res["pairs"][0]
+    summary = {"seconds": seconds, "tokens_per_run": res["tokens"], "seeds": list(seeds), "workers": workers,
+               "arms": {a: {k: r[k] for k in ("mean", "std", "values", "per_source", "tokens_per_s")}
+                        for a, r in res["arms"].items()},
+               "winner": pair["a"], "gap": abs(pair["diff"]), "gap_over_seed_std": pair["gap_over_std"],
+               "gap_over_paired_diff_std": pair["gap_over_paired_std"], "paired_p": pair["p_value"],
+               "welch_p": pair["welch_p"], "significant_at_0.01_paired": pair["significant"],
+               "dense_check": res.get("dense_check"), "output": str(work / "out"),
+               "config": raw, "load_avg_after": os.getloadavg()[0]}
+    print(json.dumps({k: summary[k] for k in ("seconds", "winner", "gap", "gap_over_seed_std",
+                                              "gap_over_paired_diff_std", "paired_p", "welch_p")}), flush=True)
+    for arm, r in res["arms"].items():
+        print(f"  {arm}: BPB {r['mean']:.4f} ± {r['std']:.4f} {r['values']}", flush=True)
+    return summary
+
+
+def ablation_config() -> dict:
+    """The tiny MoE every ablation arm trains: small enough that 6 runs + 2 dense fit ~10 CPU minutes,
+    small batches (512 tokens) because a tiny model gains more from steps than from batch size."""
+    return {"name": "tiny", "tokens": 400_000, "threads": 1,
+            "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2},
+            "moe": {"num_experts": 4, "top_k": 1, "expert_hidden": 128, "n_shared": 1, "z_loss_coef": 1e-3},
+            "optim": {"lr": 1.2e-2, "warmup_fraction": 0.05}, "log": {"every": 25}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ablation", action="store_true", help="also run the known-order ablation")
+    ap.add_argument("--only", choices=["speed", "gpu", "ablation"], default=None)
+    ap.add_argument("--ablation-tokens", type=int, default=400_000)
+    args = ap.parse_args(argv)
+    modes = [args.only] if args.only else ["speed", "gpu"] + (["ablation"] if args.ablation else [])
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    for mode in modes:
+        if mode == "ablation":
+            results[mode] = ablation(tokens=args.ablation_tokens)
+        else:
+            results[mode] = globals()[mode]()
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    print(f"results: {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

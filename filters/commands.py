@@ -1,0 +1,110 @@
+"""`assay quality` commands that are not a stage: train, annotate, build-models."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from assay.pipeline.errors import UserError
+
+
+def _read_texts(path: Path, limit: int | None = None) -> list[dict]:
+    """Rows with `text` from a JSON Lines file (.gz too) or an Assay dataset directory."""
+    if path.is_dir():
+        from assay.pipeline.dataset import Dataset
+
+        table = Dataset(path).read()
+        rows = table.to_pylist()
+    elif path.exists():
+        from assay.pipeline.io import open_binary
+
+        with open_binary(path) as fh:
+            rows = [json.loads(line) for line in fh if line.strip()]
+    else:
+        raise UserError(f"{path}: no such file or dataset")
+    rows = [r for r in rows if r.get("text")]
+    return rows[:limit] if limit else rows
+
+
+def register_commands(cli: click.Group) -> None:
+    group = cli.commands.get("quality")
+    if group is None:
+        group = click.Group("quality", help="quality scorers, calibration and tiers (see `assay stages`)")
+        cli.add_command(group)
+
+    @group.command("train")
+    @click.argument("out", type=click.Path(path_type=Path))
+    @click.option("--positive", type=click.Path(path_type=Path), help="Good documents (JSONL or dataset)")
+    @click.option("--negative", type=click.Path(path_type=Path), help="Bad documents (JSONL or dataset)")
+    @click.option("--labelled", type=click.Path(path_type=Path), help="JSONL with text and a label field")
+    @click.option("--label-key", default="grade", show_default=True, help="The label field of --labelled")
+    @click.option("--epoch", default=20, show_default=True)
+    @click.option("--dim", default=16, show_default=True)
+    def train_cmd(out, positive, negative, labelled, label_key, epoch, dim):
+        """Train a fastText scorer (DCLM-style) into OUT (.ftz, quantized).
+
+        \b
+        Examples:
+          assay quality train my.ftz --positive good.jsonl --negative crawl.jsonl
+          assay quality train edu.ftz --labelled grades.jsonl --label-key grade
+          assay quality fasttext runs/x/in runs/x/scored --model my.ftz --name mine
+        """
+        from .ftmodel import train
+
+        if labelled:
+            rows = _read_texts(labelled)
+            missing = [i for i, r in enumerate(rows) if r.get(label_key) is None]
+            rows = [r for r in rows if r.get(label_key) is not None]
+            texts, labels = [r["text"] for r in rows], [str(r[label_key]) for r in rows]
+            if missing:
+                click.echo(f"{len(missing)} rows without {label_key!r} left out")
+        elif positive and negative:
+            pos, neg = _read_texts(positive), _read_texts(negative)
+            texts, labels = [r["text"] for r in pos + neg], ["hq"] * len(pos) + ["lq"] * len(neg)
+        else:
+            raise UserError("give --positive and --negative, or --labelled")
+        if len(set(labels)) < 2:
+            raise UserError("training needs at least two labels")
+        train(texts, labels, out, epoch=epoch, dim=dim)
+        click.echo(f"{out}: {len(texts)} documents, labels {sorted(set(labels))}")
+
+    @group.command("annotate")
+    @click.argument("inp", type=click.Path(path_type=Path))
+    @click.argument("out", type=click.Path(path_type=Path))
+    @click.option("--backend", type=click.Choice(["openai", "heuristic"]), default="heuristic", show_default=True)
+    @click.option("--base-url", default="http://127.0.0.1:8000/v1", show_default=True, help="OpenAI-compatible server")
+    @click.option("--model", default="default", show_default=True, help="Model name the server knows")
+    @click.option("--api-key", envvar="OPENAI_API_KEY", default=None, help="Bearer token (or $OPENAI_API_KEY)")
+    @click.option("--sample", default=1000, show_default=True, help="Documents to rate")
+    def annotate_cmd(inp, out, backend, base_url, model, api_key, sample):
+        """Rate documents 0-5 with the educational rubric (FineWeb-Edu recipe); writes JSONL {text, grade}.
+
+        \b
+        Examples:
+          assay quality annotate runs/x/deduped grades.jsonl --backend openai --base-url http://127.0.0.1:8000/v1 --model smollm2
+          assay quality train edu.ftz --labelled grades.jsonl
+        """
+        from .annotate import heuristic_grades, openai_grades
+
+        rows = _read_texts(inp, sample)
+        texts = [r["text"] for r in rows]
+        grades = openai_grades(texts, base_url, model, api_key) if backend == "openai" else heuristic_grades(texts)
+        from assay.pipeline.dataset import atomic_write_text
+
+        atomic_write_text(out, "".join(json.dumps({"text": t, "grade": g}, ensure_ascii=False) + "\n" for t, g in zip(texts, grades)))
+        click.echo(f"{out}: {len(texts)} rated ({backend})")
+
+    @group.command("build-models")
+    @click.option("--out", type=click.Path(path_type=Path), default=None, help="Default: the package's filters/models")
+    def build_cmd(out):
+        """Rebuild the shipped models and calibration from filters/data (the repository alone).
+
+        \b
+        Example:
+          assay quality build-models --out /tmp/models
+        """
+        from .build import build
+        from .scorers import MODELS
+
+        build(out or MODELS, log=click.echo)

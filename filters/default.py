@@ -1,0 +1,71 @@
+"""`quality.tier`: the default scorers and the shipped calibration in one pass over each batch.
+
+Running the parts as one map stage reads and writes the corpus once instead of eight times; each part
+is the same code its own stage runs (filter.signals, filter.rules, quality.code_rules,
+quality.fasttext web and edu, quality.lm, quality.math, quality.tiers).
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+from pydantic import Field
+
+from assay.pipeline.stage import MapStage, register, with_rejects
+
+from .code_rules import CodeRules
+from .rules import Rules
+from .scorers import FastTextScorer, LMScorer, MathScorer
+from .signals import COLUMNS as SIGNAL_COLUMNS
+from .signals import Signals
+from .tiers import TIER_COLUMNS, TiersParams, load_calibration, write_tiers
+
+SCORERS = ("fasttext", "edu", "lm", "heuristics", "math", "code")
+
+
+class TierParams(TiersParams):
+    keep_signals: bool = Field(False, description="Also write the sig_ columns of filter.signals")
+
+
+@register("quality.tier")
+class DefaultTier(MapStage):
+    """Score with the six default scorers (quality_fasttext, quality_edu, quality_lm, quality_heuristics,
+    quality_math, quality_code) and assign tiers with the shipped calibration, in one pass. Drops nothing.
+
+    Example: assay quality tier runs/x/deduped runs/x/tiered
+    """
+
+    Params = TierParams
+    holds_model = True
+    path_params = ("calibration",)
+    requires = ("fasttext_new",)
+    batch_rows = 5_000
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.parts = [Signals(), Rules(), CodeRules(), FastTextScorer({"model": "web", "name": "fasttext"}),
+                      FastTextScorer({"model": "edu", "name": "edu"}), LMScorer(), MathScorer()]
+        columns: dict[str, pa.DataType] = {}
+        for part in self.parts:
+            columns.update(part.columns)
+        if not self.params.keep_signals:
+            columns = {k: v for k, v in columns.items() if k not in SIGNAL_COLUMNS}
+        self.columns = {**columns, **TIER_COLUMNS}
+
+    def setup(self) -> None:
+        for part in self.parts:
+            part.stats = self.stats  # one statistics channel for the fused stage
+            part.ensure_setup()
+        self.calibration = load_calibration(self.params.calibration)
+
+    def teardown(self) -> None:
+        for part in self.parts:
+            part.close()
+
+    def process(self, table: pa.Table) -> pa.Table:
+        self.ensure_setup()
+        for part in self.parts:
+            part.stats = self.stats
+            table = part.process(table)
+        if not self.params.keep_signals:
+            table = table.drop_columns([c for c in SIGNAL_COLUMNS if c in table.column_names])
+        table = write_tiers(self, table, self.calibration, self.params)
+        return with_rejects(table, [None] * table.num_rows)

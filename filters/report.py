@@ -1,0 +1,84 @@
+"""Report section for the quality stages, read from manifests' statistics (never the corpus): rule hit
+rates, code rule hits, PII counts, score histograms and tier shares per source."""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from assay.pipeline.report import load_stages
+
+from .tiers import TIERS
+
+QUALITY_STAGES = ("filter.rules", "filter.pii", "quality.code_rules", "quality.tier", "quality.calibrate", "quality.tiers",
+                  "quality.fasttext", "quality.lm", "quality.math")
+
+
+def _table(headers, rows) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _score_plot(hists: dict, title: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from assay.pipeline.report import img
+
+    names = sorted(h for h in hists if h.startswith("quality_") and h != "quality_bucket")
+    if not names:
+        return ""
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    for name in names:
+        edges, counts = hists[name]["edges"], hists[name]["counts"]
+        total = max(sum(counts), 1)
+        ax.step(edges[:-1], [c / total for c in counts], where="post", label=name)
+    ax.set_xlabel("score")
+    ax.set_ylabel("share of documents")
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    return img(fig, f"{title}: score histograms")
+
+
+def stage_section(manifest: dict) -> str:
+    stats = manifest.get("statistics") or {}
+    counters = stats.get("counters", {})
+    parts = [f"<h3>{html.escape(manifest.get('dir', ''))} ({html.escape(manifest.get('stage', ''))})</h3>"]
+    docs = counters.get("rule.docs")
+    rules = sorted({k.split(".")[1] for k in counters if k.startswith("rule.") and k.endswith(".hit")})
+    if rules and docs:
+        rows = [(r, f"{counters.get(f'rule.{r}.hit', 0):,}", f"{counters.get(f'rule.{r}.hit', 0) / docs:.1%}",
+                 f"{counters.get(f'rule.{r}.applied', 0):,}") for r in rules]
+        parts.append("<p>Heuristic rule hit rates (annotated, not dropped unless drop=true)</p>"
+                     + _table(["rule", "hits", "rate", "applied to"], rows))
+    code = sorted((k.split(".", 1)[1], v) for k, v in counters.items() if k.startswith("code_rule."))
+    if code and counters.get("code.docs"):
+        n = counters["code.docs"]
+        parts.append(f"<p>Code rules over {int(n):,} code files</p>"
+                     + _table(["rule", "files", "rate"], [(r, f"{int(v):,}", f"{v / n:.1%}") for r, v in code if v]))
+    pii = sorted((k.split(".", 1)[1], v) for k, v in counters.items() if k.startswith("pii."))
+    if pii:
+        parts.append("<p>PII found</p>" + _table(["type", "matches", "documents"],
+                                                 [(k, f"{int(v):,}", f"{int(counters.get(f'pii_docs.{k}', 0)):,}") for k, v in pii]))
+    tiers: dict[str, dict[str, float]] = {}
+    for key, value in counters.items():
+        if key.startswith("tier_tokens."):
+            _, rest = key.split(".", 1)
+            source, tier = rest.rsplit(".", 1)
+            tiers.setdefault(source, {})[tier] = value
+    if tiers:
+        rows = []
+        for source, shares in sorted(tiers.items()):
+            total = sum(shares.values()) or 1
+            rows.append([source] + [f"{shares.get(t, 0) / total:.1%}" for t in TIERS])
+        parts.append("<p>Tier shares per source (token-weighted)</p>" + _table(["source", *TIERS], rows))
+    parts.append(_score_plot(stats.get("histograms", {}), manifest.get("dir", "")))
+    return "".join(parts) if len(parts) > 1 else ""
+
+
+def report_section(run_dir) -> str | None:
+    sections = [stage_section(m) for m in load_stages(Path(run_dir)) if m.get("stage") in QUALITY_STAGES]
+    sections = [s for s in sections if s]
+    return "<h2>Quality</h2>" + "".join(sections) if sections else None

@@ -1,0 +1,148 @@
+"""`assay mix plan` / `assay mix build`: a mixture file to a directory of staged token datasets.
+
+OUT is a run directory (its `_run.json` marks it as Assay's; `assay report OUT` works on it):
+
+    OUT/tokenizer.json          the tokenizer every stage used (trained here or loaded + specials)
+    OUT/tokenized-<name>/       `mix.tokenize` of each distinct source dataset (any engine; cached)
+    OUT/<stage id>/             `mix.pack` of each training stage: token shards + manifest
+    OUT/plan.json               the plan the stages were built from
+
+Each step is an ordinary stage run, so an unchanged mixture re-runs nothing and a changed one re-runs
+only what the change touches.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from assay.pipeline.dataset import Dataset, atomic_write_text
+from assay.pipeline.errors import UserError
+from assay.pipeline.runner import RUN_LOG, StageResult, check_workdir, run_stage
+
+from .packstage import Pack
+from .plan import Slot, plan_mixture, precision_notes
+from .pools import Pool
+from .recipe import Mixture
+from .tokenize import Tokenize
+from .tokenizer import SPECIALS, Vocab, file_sha256, prepare_tokenizer
+
+TOKENIZER_FILE = "tokenizer.json"
+PLAN_FILE = "plan.json"
+
+
+def tokenized_name(path: Path) -> str:
+    """A readable, collision-free directory name for a source dataset's tokens."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.name)[:40] or "data"
+    return f"tokenized-{slug}-{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:6]}"
+
+
+def source_paths(mixture: Mixture) -> dict[str, Path]:
+    paths = {}
+    for name in mixture.sources:
+        path = mixture.source_path(name)
+        if not Dataset(path).complete:
+            raise UserError(f"source {name!r}: {path} is not a complete dataset (no _manifest.json); "
+                            "run the pipeline that makes it first (e.g. `make demo`)")
+        paths[name] = path
+    return paths
+
+
+def specials(mixture: Mixture) -> dict[str, str]:
+    spec = mixture.tokenizer
+    return dict(SPECIALS, bos=spec.bos, eos=spec.eos, pad=spec.pad)
+
+
+def tokenize_sources(mixture: Mixture, out: Path, engine: str, options: dict | None,
+                     log: Callable[[str], Any]) -> dict[str, Path]:
+    """Tokenizer first, then every distinct source dataset through `mix.tokenize`; returns
+    source name -> tokenized dataset."""
+    paths = source_paths(mixture)
+    order = [tokenized_name(p) for p in dict.fromkeys(paths.values())] + [s.id for s in mixture.stages]
+    check_workdir(out, order)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / RUN_LOG, json.dumps({"recipe": mixture.name, "kind": "mixture", "order": order}, indent=2))
+    tok_path = prepare_tokenizer(_resolved_tokenizer(mixture), sorted(set(paths.values())), mixture.seed,
+                                 out / TOKENIZER_FILE)
+    uses_meta = mixture.meta is not None and any(s.meta for s in mixture.stages)
+    uses_fim = any(s.fim_rate > 0 for s in mixture.stages)
+    params = {"tokenizer": str(tok_path.resolve()), "specials": specials(mixture), "seed": mixture.seed,
+              "meta_fields": mixture.meta.fields if uses_meta else [],
+              "fim_content_types": mixture.fim_content_types if uses_fim else [],
+              "tokenizer_sha256": file_sha256(tok_path)}
+    done: dict[Path, Path] = {}
+    for path in dict.fromkeys(paths.values()):
+        name = tokenized_name(path)
+        result = run_stage(Tokenize(params, stage_id=name), [path], out / name, engine=engine, options=options)
+        _log_result(result, log)
+        done[path] = out / name
+    return {name: done[path] for name, path in paths.items()}
+
+
+def _resolved_tokenizer(mixture: Mixture):
+    spec = mixture.tokenizer
+    if spec.path is None:
+        return spec
+    return spec.model_copy(update={"path": str(mixture.tokenizer_path())})
+
+
+def plan(mixture: Mixture, out: Path, engine: str = "local", options: dict | None = None,
+         log: Callable[[str], Any] = print) -> tuple[dict[str, list[Slot]], dict[str, Path]]:
+    """Tokenize (cached) and plan; raises PlanError when a budget cannot be met."""
+    tokenized = tokenize_sources(mixture, Path(out), engine, options, log)
+    pools: dict[Path, Pool] = {}
+    by_source = {name: pools.setdefault(path, Pool.load(path)) for name, path in tokenized.items()}
+    slots = plan_mixture(mixture, by_source)
+    notes = precision_notes(mixture, slots)
+    for note in notes:
+        log(f"note: {note}")
+    atomic_write_text(Path(out) / PLAN_FILE, json.dumps(
+        {"mixture": mixture.name, "stages": {sid: [s.summary() for s in ss] for sid, ss in slots.items()},
+         "notes": notes}, indent=2, default=float))
+    return slots, tokenized
+
+
+def build(mixture: Mixture, out: str | Path, engine: str = "local", options: dict | None = None,
+          log: Callable[[str], Any] = print) -> list[StageResult]:
+    """Plan, then pack every stage into OUT/<stage id>."""
+    out = Path(out)
+    slots, tokenized = plan(mixture, out, engine, options, log)
+    tok_path = (out / TOKENIZER_FILE).resolve()
+    results = []
+    for index, stage in enumerate(mixture.stages):
+        used = sorted({s.source for s in slots[stage.id]})
+        inputs = list(dict.fromkeys(tokenized[name] for name in used))
+        params = {"mixture": _trimmed(mixture, index, used), "stage": stage.id,
+                  "inputs": {name: inputs.index(tokenized[name]) for name in used},
+                  "tokenizer": str(tok_path), "specials": specials(mixture)}
+        # packing is one seeded pass on the driver whatever the engine (see packstage.py)
+        result = run_stage(Pack(params, stage_id=stage.id), inputs, out / stage.id, engine="local")
+        _log_result(result, log)
+        results.append(result)
+    return results
+
+
+def _trimmed(mixture: Mixture, index: int, used: list[str]) -> dict[str, Any]:
+    """The mixture as one stage sees it: itself, the stages it replays and the sources it draws from,
+    so editing another stage leaves this one built."""
+    data = mixture.model_dump(mode="json", by_alias=True)
+    stage = mixture.stages[index]
+    replayed = set(stage.replay.from_) if stage.replay else set()
+    data["stages"] = [s for s in data["stages"][:index] if s["id"] in replayed] + [data["stages"][index]]
+    data["sources"] = {name: data["sources"][name] for name in used}
+    data.pop("description", None)
+    return data
+
+
+def _log_result(result: StageResult, log: Callable[[str], Any]) -> None:
+    m = result.manifest
+    c = m["counts"]
+    state = "skipped (unchanged)" if result.skipped else f"{m['wall_seconds']:.1f}s"
+    tokens = m.get("total_tokens", 0)
+    log(f"  {result.stage_id:<34} {c['rows_in']:>8} docs in  {tokens:>10,} tokens  [{m['engine']}] {state}")
+
+
+def load_vocab(out: Path, mixture: Mixture | None = None) -> Vocab:
+    return Vocab.load(Path(out) / TOKENIZER_FILE, specials(mixture) if mixture else SPECIALS)

@@ -1,0 +1,120 @@
+"""Drawing documents for a stage: one seeded stream per slot, interleaved to hold the target shares.
+
+A slot's stream passes over its eligible documents in a fresh seeded permutation per epoch (under
+cluster rebalance a document appears floor(w) times per pass, plus once more with probability frac(w))
+and stops before it would exceed `max_epochs` passes' worth of tokens. The interleaver pulls from
+the slot whose next document keeps it closest to its share, so realized shares stay within about one
+document of the targets while the stage fills; the whole stage is a deterministic function of the seed and the pools, drawn
+lazily, never held in memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import xxhash
+
+from .plan import Slot
+
+
+@dataclass(frozen=True)
+class Draw:
+    slot: int       # index of the slot in the stage
+    doc: int        # row in the slot's pool
+    epoch: int
+    fim: bool       # use the document's FIM variant
+    length: int     # packed length (BOS + prefix + body + EOS) before cropping
+    take: int       # tokens it will occupy: length cropped to seq_len
+
+
+def _seed(*parts: object) -> int:
+    return xxhash.xxh64_intdigest("\x00".join(map(str, parts)).encode())
+
+
+class SlotStream:
+    def __init__(self, slot: Slot, index: int, seed: int, seq_len: int, meta: bool, fim_rate: float):
+        self.slot, self.index, self.seq_len = slot, index, seq_len
+        self.key = (seed, slot.stage, slot.source, slot.origin)
+        pool = slot.pool
+        self.full = pool.packed_length(meta)[slot.eligible]
+        self.fim_full = self.full - pool.text_tokens[slot.eligible] + pool.fim_length[slot.eligible]
+        self.has_fim = (pool.fim_start[slot.eligible] >= 0) & (fim_rate > 0)
+        self.fim_rate = fim_rate
+        self.limit = slot.cap * slot.available  # tokens this slot may consume, counted as the plan counts
+        self.used = 0.0   # tokens drawn or peeked (for the cap)
+        self.taken = 0.0  # tokens drawn (for the epochs realized)
+        self.epoch = -1
+        self._order = np.zeros(0, np.int64)
+        self._fim = np.zeros(0, bool)
+        self._pos = 0
+        self._peeked: Draw | None = None
+        self.done = slot.available <= 0
+
+    def _next_pass(self) -> bool:
+        self.epoch += 1
+        rng = np.random.default_rng(_seed(*self.key, self.epoch))
+        members = np.arange(len(self.slot.eligible))
+        if self.slot.weights is not None:
+            w = self.slot.weights
+            copies = np.floor(w).astype(np.int64) + (rng.random(len(w)) < (w - np.floor(w)))
+            members = np.repeat(members, copies)
+        self._order = rng.permutation(members)
+        self._fim = rng.random(len(self._order)) < self.fim_rate
+        self._pos = 0
+        return len(self._order) > 0
+
+    def peek(self) -> Draw | None:
+        """The next draw, without taking it (None once the pool or the cap is spent)."""
+        if self._peeked is None and not self.done:
+            self._peeked = self._advance()
+        return self._peeked
+
+    def next(self) -> Draw | None:
+        d = self.peek()
+        self._peeked = None
+        if d is not None:
+            self.taken += float(self.slot.lengths[self._last])
+        return d
+
+    def _advance(self) -> Draw | None:
+        if self._pos >= len(self._order) and not self._next_pass():
+            self.done = True
+            return None
+        j = self._last = int(self._order[self._pos])
+        counted = float(self.slot.lengths[j])
+        if self.used + counted > self.limit * (1 + 1e-9):
+            self.done = True  # the cap: never a token past max_epochs passes
+            return None
+        self.used += counted
+        fim = bool(self._fim[self._pos] and self.has_fim[j])
+        self._pos += 1
+        length = int(self.fim_full[j] if fim else self.full[j])
+        return Draw(self.index, int(self.slot.eligible[j]), self.epoch, fim, length, min(length, self.seq_len))
+
+    @property
+    def epochs(self) -> float:
+        return self.taken / self.slot.available if self.slot.available else 0.0
+
+
+def draw_stage(slots: list[Slot], streams: list[SlotStream], budget: int,
+               credit: np.ndarray | None = None) -> Iterator[Draw]:
+    """Documents in stage order until `budget` tokens (as placed in rows) are drawn. Each pull goes
+    to the slot whose next document leaves it least far ahead of its share, so shares stay close to
+    their targets even when single documents are large against the budget.
+
+    `credit` (tokens per slot) is shared with the packer: when it crops a document to fill a row it
+    takes the cropped tokens back, and later pulls make up for them."""
+    shares = np.array([max(s.share, 1e-12) for s in slots])
+    credit = np.zeros(len(slots)) if credit is None else credit
+    ahead = np.full(len(slots), np.inf)
+    while credit.sum() < budget:
+        for j, stream in enumerate(streams):
+            nxt = stream.peek() if slots[j].share > 0 else None
+            ahead[j] = (credit[j] + nxt.take) / shares[j] if nxt is not None else np.inf
+        j = int(np.argmin(ahead))
+        if not np.isfinite(ahead[j]):
+            return
+        d = streams[j].next()
+        credit[j] += d.take
+        yield d

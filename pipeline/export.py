@@ -1,0 +1,71 @@
+"""`assay export`: a dataset as JSON Lines (plain, gzip or zstd by suffix), streamed batch by batch.
+
+The file is written under a temporary name and renamed; an existing OUT is replaced only with
+`--force` and only if its first line looks like what this command writes (a JSON object with an
+`id`), so a user's file is never overwritten by accident."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+from .dataset import Dataset
+from .errors import UserError
+
+
+def _opener(path: Path):
+    name = path.name
+    if name.endswith(".gz"):
+        return lambda p: gzip.open(p, "wt", encoding="utf-8", compresslevel=6)
+    if name.endswith((".zst", ".zstd")):
+        import io
+
+        import zstandard
+
+        return lambda p: io.TextIOWrapper(zstandard.ZstdCompressor(level=6).stream_writer(open(p, "wb")), encoding="utf-8")
+    if name.endswith(".jsonl") or name.endswith(".json"):
+        return lambda p: open(p, "w", encoding="utf-8")
+    raise UserError(f"{path}: expected a .jsonl, .jsonl.gz or .jsonl.zst file name")
+
+
+def _ours(path: Path) -> bool:
+    """Only replace a file that starts like an export: a JSON object with an id."""
+    try:
+        from .io import open_binary
+
+        with open_binary(path) as fh:
+            first = json.loads(fh.readline())
+        return isinstance(first, dict) and "id" in first
+    except Exception:  # unreadable, not JSON, not ours: refuse
+        return False
+
+
+def export_jsonl(dataset: str | os.PathLike, out: str | os.PathLike, rejects: bool = False, force: bool = False) -> int:
+    ds, out = Dataset(dataset), Path(out)
+    if not ds.complete:
+        raise UserError(f"{dataset}: not a complete dataset (no _manifest.json)")
+    opener = _opener(out)
+    if out.exists() and not (force and out.is_file() and _ours(out)):
+        raise UserError(f"{out}: exists; refusing to overwrite it" + ("" if force else " (use --force for an earlier export)"))
+    files = ds.reject_shards() if rejects else ds.shards()
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    rows = 0
+    import pyarrow.parquet as pq
+
+    try:
+        with opener(tmp) as fh:
+            for path in files:
+                for batch in pq.ParquetFile(path).iter_batches(batch_size=2_000):
+                    for row in batch.to_pylist():
+                        if isinstance(row.get("meta"), str):
+                            try:
+                                row["meta"] = json.loads(row["meta"])
+                            except ValueError:
+                                pass
+                        fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+                        rows += 1
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return rows

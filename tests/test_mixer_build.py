@@ -1,0 +1,250 @@
+"""A three-stage mixture over hand-built documents: shares, epochs, replay, round trip, masks, ledger."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from assay.mixer.build import build, plan
+from assay.mixer.plan import PlanError
+from assay.mixer.recipe import parse_mixture
+from assay.mixer.tokenize import _fim_pieces
+from assay.mixer.tokenizer import Vocab, train_bpe
+from assay.pipeline.dataset import Dataset
+from assay.pipeline.tokens import LOSS, META, PAD, TokenDataset, loss_targets
+
+from mixer_corpus import documents, mixture_data, shard_files, write_corpus
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mixer")
+    docs = documents()
+    write_corpus(root / "docs", docs)
+    tok = train_bpe([d["text"] for d in docs], 600)
+    tok.save(str(root / "tokenizer.json"))
+    return root, {d["id"]: d for d in docs}
+
+
+@pytest.fixture(scope="module")
+def built(corpus):
+    root, docs = corpus
+    data = mixture_data(root / "docs", root / "tokenizer.json")
+    mixture = parse_mixture(data, root / "mix.yaml")
+    out = root / "out"
+    notes = []
+    build(mixture, out, log=notes.append)
+    return mixture, out, docs, notes
+
+
+def _manifest(out, stage):
+    return json.loads((out / stage / "_manifest.json").read_text())
+
+
+def _pieces(out, stage):
+    """(tokens, mask, doc index row) of every piece of a stage."""
+    ds = TokenDataset(out / stage)
+    for index in ds.shard_indexes():
+        tokens, mask = ds.tokens(index), ds.mask(index)
+        for row in ds.docs(index).to_pylist():
+            span = slice(row["start"], row["start"] + row["length"])
+            yield np.asarray(tokens[row["row"], span]), np.asarray(mask[row["row"], span]), row
+
+
+def test_shares_within_one_percent_and_epochs_within_caps(built):
+    mixture, out, _, notes = built
+    assert not [n for n in notes if n.startswith("note:")]  # the planner saw no reason to miss 1%
+    for stage in mixture.stages:
+        mix = _manifest(out, stage.id)["mix"]
+        assert mix["tokens"] >= stage.tokens
+        assert abs(sum(s["share"] for s in mix["slots"]) - 1) < 1e-9
+        for slot in mix["slots"]:
+            assert abs(slot["realized_share"] - slot["share"]) <= 0.01, (stage.id, slot)
+            assert slot["realized_epochs"] <= slot["max_epochs"] + 1e-9
+        assert sum(s["realized_epochs"] > 1 for s in mix["slots"]) >= (1 if stage.id == "broad" else 0)
+
+
+def test_replay_draws_only_from_earlier_stages_sources(built):
+    mixture, out, docs, _ = built
+    for stage in mixture.stages:
+        allowed = set(stage.replay.from_) if stage.replay else set()
+        replayed = 0
+        for _, _, row in _pieces(out, stage.id):
+            origin = row["replay_of"]
+            if origin is None:
+                assert row["mix_source"] in stage.mix
+                continue
+            replayed += 1
+            assert origin in allowed
+            earlier = mixture.stage(origin)
+            assert row["mix_source"] in earlier.mix
+            doc = docs[row["doc_id"]]
+            # drawn under the replayed stage's rules: broad keeps top web tiers and code_hits <= 6
+            if origin == "broad":
+                assert doc.get("tier") in (None, "High", "Medium-High", "Medium")
+                assert (doc.get("code_hits") or 0) <= 6
+        assert (replayed > 0) == bool(allowed)
+
+
+def test_round_trip_gives_back_the_documents(built):
+    mixture, out, docs, _ = built
+    seed = mixture.seed
+    vocab = Vocab.load(out / "tokenizer.json")
+    sp = {v: k for k, v in vocab.ids.items()}
+    seen_fim = seen_plain = 0
+    for stage in ("broad", "anneal", "chat"):
+        for tokens, _, row in _pieces(out, stage):
+            doc = docs[row["doc_id"]]
+            assert sp.get(int(tokens[0])) == "bos"
+            p = row["prefix_length"]
+            if p:
+                prefix = vocab.decode(tokens[1:1 + p])
+                assert prefix.startswith("<|meta|>content_type: ") and prefix.endswith("<|/meta|>")
+                assert f"lang: {doc['lang']}" in prefix
+            body = tokens[1 + p:]
+            if not row["cropped"]:
+                assert sp.get(int(body[-1])) == "eos"
+                body = body[:-1]
+            text = vocab.decode(body).rstrip("\ufffd" if row["cropped"] else "")
+            expected = doc["text"]
+            if row["fim"]:  # prefix-suffix-middle, split where (seed, id) says
+                pre, mid, suf = _fim_pieces(doc["text"], doc["id"], seed)
+                assert pre + mid + suf == doc["text"]
+                expected = f"<|fim_prefix|>{pre}<|fim_suffix|>{suf}<|fim_middle|>{mid}"
+                seen_fim += 1
+            else:
+                seen_plain += 1
+            if row["cropped"]:
+                assert expected.startswith(text)  # cropped: the head of the document (maybe all but EOS)
+            else:
+                assert text == expected
+                assert row["bytes"] == len(doc["text"].encode())
+    assert seen_fim > 10 and seen_plain > 100
+
+
+def test_masks_cover_exactly_prefix_scaffold_and_user_turns(built):
+    _, out, docs, _ = built
+    vocab = Vocab.load(out / "tokenizer.json")
+    checked = {"anneal": 0, "chat": 0}
+    for stage, masked, meta in (("anneal", {"scaffold"}, True), ("chat", {"user"}, False)):
+        for tokens, mask, row in _pieces(out, stage):
+            doc = docs[row["doc_id"]]
+            if not doc.get("segments") or row["cropped"] or row["fim"]:
+                continue
+            p = row["prefix_length"]
+            assert (p > 0) == meta
+            assert mask[0] == 0  # BOS is never a target
+            assert np.all(mask[1:1 + p] == META | LOSS)
+            # one set of shards, two phases: loss on the prefix, or the prefix kept in context only
+            assert loss_targets(mask)[1:1 + p].all() and not loss_targets(mask, meta_loss=False)[1:1 + p].any()
+            expected = [np.full(len(ids), 0 if seg["role"] in masked else LOSS, np.uint8)
+                        for seg, ids in zip(doc["segments"], vocab.encode([s["text"] for s in doc["segments"]]))]
+            assert np.array_equal(mask[1 + p:-1], np.concatenate(expected))
+            assert mask[-1] == LOSS  # EOS
+            checked[stage] += 1
+        ds = TokenDataset(out / stage)
+        for index in ds.shard_indexes():
+            tokens, mask = np.asarray(ds.tokens(index)), np.asarray(ds.mask(index))
+            assert np.all(tokens[(mask & PAD) > 0] == ds.layout.pad_id)
+            assert not np.any((mask & PAD) & (mask & (LOSS | META)))
+    assert checked["anneal"] > 5 and checked["chat"] > 5
+    assert _manifest(out, "chat")["mix"]["masks"]["meta_fraction"] == 0
+    assert _manifest(out, "anneal")["mix"]["masks"]["role_masked_fraction"] > 0
+
+
+def test_ledger_names_why_each_document_was_left_out(built):
+    mixture, out, docs, _ = built
+    manifest = _manifest(out, "broad")
+    counts = manifest["counts"]
+    assert counts["rows_in"] == len(docs) == counts["rows_parent"] + counts["rows_rejected"]
+    reasons = set(counts["rejected"])
+    assert {"tier_excluded", "code_hits", "not_in_mix"} <= reasons
+    rejects = Dataset(out / "broad").read_rejects()
+    assert rejects.num_rows == counts["rows_rejected"]
+    for row in rejects.to_pylist():
+        doc = docs[row["id"]]
+        if row["reject_reason"] == "tier_excluded":
+            assert doc["tier"] in ("Medium-Low", "Low")
+        if row["reject_reason"] == "code_hits":
+            assert doc["code_hits"] > 6
+        if row["reject_reason"] == "not_in_mix":
+            assert doc["content_type"] == "synthetic"
+    layout = manifest["tokens"]
+    assert layout["seq_len"] == 256 and layout["tokenizer_sha256"] == manifest["mix"]["tokenizer_sha256"]
+    assert (out / "broad" / layout["tokenizer"]).exists()
+
+
+def test_same_seed_same_bytes_other_seed_other_order_and_rebuild_skips(built, tmp_path):
+    mixture, out, _, _ = built
+    assert all(r.skipped for r in build(mixture, out, log=lambda *_: None))
+    build(mixture, tmp_path / "again", log=lambda *_: None)
+    first, again = shard_files(out), shard_files(tmp_path / "again")
+    assert first == again and any(name.endswith(".tokens") for name in first)
+    other = mixture.model_copy(update={"seed": mixture.seed + 1})
+    build(other, tmp_path / "other", log=lambda *_: None)
+    assert shard_files(tmp_path / "other")["broad/part-00000.tokens"] != first["broad/part-00000.tokens"]
+
+
+def test_cluster_weights_repeat_or_drop_documents_per_pass(built):
+    mixture, out, docs, _ = built
+    from assay.mixer.sample import SlotStream
+    from assay.mixer.pools import Pool
+    from assay.mixer.plan import stage_slots
+
+    tokenized = next(p for p in out.iterdir() if p.name.startswith("tokenized-"))
+    pool = Pool.load(tokenized)
+    slot = next(s for s in stage_slots(mixture, "anneal", {n: pool for n in mixture.sources})
+                if s.source == "web")  # replay of broad's web under anneal's cluster_rebalance
+    assert slot.weights is not None and set(np.unique(slot.weights)) == {0.5, 1.0, 2.0}
+    stream = SlotStream(slot, 0, 1, 512, True, 0.0)
+    seen: dict[int, int] = {}
+    while (d := stream.next()) is not None and d.epoch == 0:
+        seen[d.doc] = seen.get(d.doc, 0) + 1
+    weight = dict(zip(slot.eligible.tolist(), slot.weights.tolist()))
+    assert all(seen.get(i, 0) == 2 for i, w in weight.items() if w == 2.0)
+    assert all(seen.get(i, 0) == 1 for i, w in weight.items() if w == 1.0)
+    halves = [seen.get(i, 0) for i, w in weight.items() if w == 0.5]
+    assert set(halves) <= {0, 1} and 0.2 < np.mean(halves) < 0.8
+
+
+def test_planner_refuses_a_budget_beyond_the_epoch_cap(corpus):
+    root, _ = corpus
+    data = mixture_data(root / "docs", root / "tokenizer.json", broad={"tokens": 400_000})
+    with pytest.raises(PlanError) as err:
+        plan(parse_mixture(data, root / "mix.yaml"), root / "out", log=lambda *_: None)
+    message = str(err.value)
+    assert "\n" not in message and "stage 'broad'" in message and "max_epochs is 4" in message
+
+
+def test_tokenize_writes_a_flat_stream_token_dataset(built):
+    _, out, docs, _ = built
+    tokenized = next(p for p in out.iterdir() if p.name.startswith("tokenized-"))
+    ds = TokenDataset(tokenized)
+    assert ds.layout.seq_len == 0
+    index = pq.read_table(tokenized / "part-00000.docs.parquet").to_pylist()
+    vocab = Vocab.load(out / "tokenizer.json")
+    row = next(r for r in index if docs[r["doc_id"]]["content_type"] == "web")
+    stream = ds.tokens(0)
+    text = stream[row["start"] + row["prefix_length"]:row["start"] + row["length"]]
+    assert vocab.decode(text) == docs[row["doc_id"]]["text"]
+
+
+def test_sources_from_two_datasets_keep_one_ledger(corpus, tmp_path):
+    root, docs = corpus
+    rows = list(docs.values())
+    write_corpus(tmp_path / "a", [d for d in rows if d["content_type"] in ("web", "code")], shards=1)
+    write_corpus(tmp_path / "b", [d for d in rows if d["content_type"] not in ("web", "code")], shards=1)
+    data = mixture_data(tmp_path / "a", root / "tokenizer.json")
+    data["sources"]["pr"]["path"] = data["sources"]["chat"]["path"] = str(tmp_path / "b")
+    data["stages"] = [{"id": "one", "tokens": 6000, "seq_len": 256, "mix": {"pr": 1, "code": 1}}]
+    build(parse_mixture(data, tmp_path / "mix.yaml"), tmp_path / "out", log=lambda *_: None)
+    counts = _manifest(tmp_path / "out", "one")["counts"]
+    assert counts["rows_in"] == len(docs) == counts["rows_parent"] + counts["rows_rejected"]
+    rejects = {r["id"]: r["reject_reason"] for r in Dataset(tmp_path / "out" / "one").read_rejects().to_pylist()}
+    for doc_id, reason in rejects.items():
+        kind = docs[doc_id]["content_type"]
+        assert reason == ("not_in_mix" if kind in ("web", "synthetic") else "not_selected"), (kind, reason)
+    used = {row["doc_id"] for _, _, row in _pieces(tmp_path / "out", "one")}
+    assert used.isdisjoint(rejects) and len(used) + len(rejects) == len(docs)

@@ -1,0 +1,86 @@
+"""Heuristic signals and rules: each rule on a document that should and one that should not trigger it."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from assay.filters.rules import Rules
+from assay.filters.signals import Signals, compute_signals
+from assay.pipeline.schema import make_docs
+
+PROSE = ("The history of the river is long and it has been studied by many people over the years. "
+         "Farmers relied on it to water their fields, and the towns that grew along its banks traded with each other. "
+         "In the spring the water rose and covered the low meadows, which made the soil rich. "
+         "Scholars have written that the river shaped the language of the region as much as its economy. "
+         "Today the river is protected, and visitors come to walk the paths that follow it to the sea.")
+
+
+def _hits(text: str, content_type: str = "web", **params) -> set[str]:
+    table = make_docs([{"text": text, "source": "t", "content_type": content_type}])
+    out = Rules(params).process(Signals().process(table))
+    return set(out.column("rules_hit").to_pylist()[0])
+
+
+def test_clean_prose_hits_nothing():
+    assert _hits(PROSE) == set()
+
+
+@pytest.mark.parametrize("rule,text", [
+    ("gopher_short_doc", "A short note. It has few words. Very few indeed. Done now. The end."),
+    ("gopher_long_words", " ".join(["Pneumonoultramicroscopic"] * 80) + "."),
+    ("gopher_hashes", PROSE + " #tag" * 40),
+    ("gopher_ellipsis", PROSE + " and then..." * 40),
+    ("gopher_bullets", "\n".join(f"- item number {i} of the list with the and of" for i in range(60))),
+    ("gopher_end_ellipsis", "\n".join(f"The story goes on and on for line {i} of the text..." for i in range(60))),
+    ("gopher_alpha", PROSE + " " + " ".join(str(i) for i in range(400))),
+    ("gopher_stop_words", " ".join(f"Alpha{i} beta gamma delta." for i in range(40))),
+    ("rep_line", "\n".join(["Click here to subscribe to our newsletter today."] * 20 + [PROSE])),
+    ("rep_para", "\n\n".join(["Same paragraph repeated on the page again and again."] * 8 + [PROSE])),
+    ("rep_top_2gram", PROSE[:200] + " best deal" * 150),
+    ("rep_dup_10gram", (PROSE[:400] + " ") * 4),
+    ("c4_lorem_ipsum", PROSE + "\nLorem ipsum dolor sit amet, consectetur adipiscing elit."),
+    ("c4_curly_bracket", PROSE + "\nThe config is {a: 1} and it works fine."),
+    ("c4_few_sentences", "one two three four five six seven eight nine ten " * 20),
+    ("fw_line_punct", "\n".join(f"Menu entry {i} for the and of section" for i in range(60))),
+    ("fw_short_lines", PROSE + "\n" + "\n".join(f"Link {i}" for i in range(80))),
+    ("fw_char_dups", PROSE + "\nShare this article with the friends.\nShare this article with the friends."),
+    ("fw_list_ratio", "\n".join(f"the {i}" for i in range(200))),
+    ("word_order", " ".join(reversed(PROSE.split())).lower().replace(".", ". x")),
+])
+def test_each_rule_fires_on_its_pattern(rule, text):
+    assert rule in _hits(text)
+
+
+def test_math_page_bypasses_rules_that_misfire_on_formulas():
+    math = ("We solve the equation $x^2 + y^2 = z^2$ and find \\frac{a}{b} = \\sqrt{c}.\n"
+            "$$\\int_0^1 f(x) dx = F(1) - F(0)$$\n") * 30
+    without = _hits(math, bypass={})
+    assert without & {"c4_curly_bracket", "gopher_alpha"}
+    assert not _hits(math) & {"c4_curly_bracket", "gopher_alpha"}
+    assert _hits(PROSE + " #x" * 60, content_type="code") == set()  # code pages skip web rules entirely
+
+
+def test_thresholds_are_a_separate_cheap_step():
+    table = Signals().process(make_docs([{"text": PROSE, "source": "t"}]))
+    strict = Rules({"thresholds": {"gopher_short_doc": 1000}}).process(table)
+    assert strict.column("rules_hit").to_pylist()[0] == ["gopher_short_doc"]
+    off = Rules({"families": ["fineweb"]}).process(table)
+    assert off.column("quality_heuristics").to_pylist()[0] == 1.0
+    dropped = Rules({"thresholds": {"gopher_short_doc": 1000}, "drop": True}).process(table)
+    assert dropped.column("reject_reason").to_pylist() == ["heuristic"]
+
+
+def test_signals_agree_with_plain_python_definitions():
+    texts = [PROSE, "a b a b a b a b\n\nx\n\nx", "Line one.\nLine one.\n\n- bullet...\n", ""]
+    sig = compute_signals(pa.array(texts))
+    for i, t in enumerate(texts):
+        lines = [l for l in t.split("\n") if l.strip()]
+        punct = sum(l.endswith((".", "!", "?", '"', "'")) for l in lines) / len(lines) if lines else 0
+        assert sig["fw_line_punct"][i] == pytest.approx(punct)
+        splitlines = t.splitlines()
+        bullets = sum(l.lstrip().startswith(("•", "-")) for l in splitlines) / len(splitlines) if splitlines else 0
+        assert sig["gopher_bullet_lines"][i] == pytest.approx(bullets)
+    # top 2-gram "a b" x4 = 3 chars * 4 over 30 characters
+    assert sig["rep_top_2gram"][1] == pytest.approx(12 / len(texts[1]))
+    assert np.all(np.isfinite(np.stack(list(sig.values()))))

@@ -1,0 +1,174 @@
+"""Trainer loop: meta switch, exact resume, eval BPB bookkeeping, configs and CLI errors, run dirs."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from assay.pipeline.errors import UserError  # noqa: E402
+from assay.pipeline.tokens import META, TokenDataset  # noqa: E402
+from assay.trainer.bytes import write_byte_dataset  # noqa: E402
+from assay.trainer.config import ConfigError, load_train_config, parse_train_config  # noqa: E402
+from assay.trainer.evaluate import evaluate  # noqa: E402
+from assay.trainer.train import Trainer, prepare_run_dir, read_metrics, train  # noqa: E402
+
+WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing matches "
+         "and a sphinx of black quartz hears my vow").split()
+
+
+def _docs(n: int, source: str, seed: int, meta: bool = True) -> list[dict]:
+    import random
+
+    rng = random.Random(seed)
+    return [{"doc_id": f"{source}-{seed}-{i}", "source": source,
+             "meta": f"<meta>source={source}</meta>\n" if meta else None,
+             "text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 60))) + "."} for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("tokens")
+    train_docs = _docs(60, "web", 0) + _docs(30, "code", 1)
+    held = _docs(10, "web", 2) + _docs(6, "code", 3)
+    return {"train": write_byte_dataset(train_docs, root / "train", seq_len=65, shards=2),
+            "eval": write_byte_dataset(held, root / "eval", seq_len=65), "held_docs": held}
+
+
+def _cfg(data, **over) -> object:
+    raw = {"name": "t", "seed": 3, "tokens": 8 * 8 * 64, "threads": 1,
+           "model": {"d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2},
+           "moe": {"num_experts": 4, "top_k": 2, "expert_hidden": 32, "n_shared": 1, "z_loss_coef": 1e-3,
+                   "seq_balance_coef": 1e-4},
+           "data": {"train": str(data["train"]), "batch_size": 4, "grad_accum": 2},
+           "optim": {"lr": 3e-3}, "log": {"every": 1}}
+    for key, value in over.items():
+        raw[key] = dict(raw.get(key, {}), **value) if isinstance(value, dict) else value
+    return parse_train_config(raw)
+
+
+def test_meta_switch_happens_at_the_configured_token(data, tmp_path):
+    cfg = _cfg(data, meta={"loss_until_tokens": 3 * 8 * 64})  # three steps of 8 rows x 64 positions
+    prepare_run_dir(tmp_path / "run", cfg.fingerprint())
+    tr = Trainer(cfg, tmp_path / "run")
+    assert tr.tokens_per_step == 8 * 64 and tr.meta_switch == 3 * 8 * 64
+    flags, trained = [], []
+    for _ in range(6):
+        before = tr.state["trained"]
+        flags.append(tr.step()["meta_loss"])
+        trained.append(tr.state["trained"] - before)
+    assert flags == [True, True, True, False, False, False]
+    # Every row carries META prefixes: training on them adds targets, masking them removes exactly those.
+    assert min(trained[:3]) > max(trained[3:])
+    ds = TokenDataset(data["train"])
+    assert any(((ds.mask(i) & META) != 0).any() for i in ds.shard_indexes())
+
+
+def test_resume_repeats_the_uninterrupted_run_bit_for_bit(data, tmp_path):
+    cfg = _cfg(data, checkpoint_every=3, mtp={"depth": 1}, meta={"loss_until_fraction": 0.5},
+               moe={"bias_rate": [{"value": 0.01, "until_fraction": 0.6}, {"value": 0.0}]})
+    full = train(cfg, tmp_path / "full", log=lambda m: None, report=False)
+    assert full["steps"] == 8
+    # The interrupted run: 5 steps (a checkpoint at step 3, then two lost steps), killed, resumed.
+    run = tmp_path / "cut"
+    prepare_run_dir(run, cfg.fingerprint())
+    tr = Trainer(cfg, run)
+    metrics = open(run / "metrics.jsonl", "w")
+    for _ in range(5):
+        rec = tr.step()
+        metrics.write(json.dumps({"kind": "train", "step": tr.state["step"], "loss": round(rec["loss"], 5)}) + "\n")
+        if tr.state["step"] == 3:
+            tr.save()
+    metrics.close()
+    del tr
+    train(cfg, run, log=lambda m: None, report=False)
+    a = [r["loss"] for r in read_metrics(tmp_path / "full") if r["kind"] == "train"]
+    b = [r["loss"] for r in read_metrics(run) if r["kind"] == "train"]
+    assert [r["step"] for r in read_metrics(run) if r["kind"] == "train"] == list(range(1, 9))
+    assert a == b
+    ca = torch.load(sorted((tmp_path / "full" / "checkpoints").glob("*.pt"))[-1], weights_only=False)
+    cb = torch.load(sorted((run / "checkpoints").glob("*.pt"))[-1], weights_only=False)
+    for key, value in ca["model"].items():
+        assert torch.equal(value, cb["model"][key]), key
+    biases = [k for k in ca["model"] if k.endswith("expert_bias")]
+    assert biases and any(ca["model"][k].abs().sum() > 0 for k in biases)
+    assert ca["loader"] == cb["loader"] and ca["state"]["trained"] == cb["state"]["trained"]
+    # Same config again: complete, nothing retrained.
+    assert train(cfg, run, log=lambda m: None, report=False)["steps"] == 8
+
+
+def test_eval_bits_per_byte_counts_document_bytes_per_source(data):
+    torch.manual_seed(0)
+    cfg = _cfg(data)
+    from assay.trainer.train import build_model
+
+    model = build_model(cfg, 259, 64)
+    res = evaluate(model, data["eval"], batch_size=8)
+    held = data["held_docs"]
+    for source in ("web", "code"):
+        r = res["per_source"][source]
+        assert r["bytes"] == sum(len(d["text"].encode()) for d in held if d["source"] == source)
+        assert r["bpb"] == pytest.approx(r["nats"] / (math.log(2) * r["bytes"]), rel=1e-4)
+    assert res["bytes"] == sum(len(d["text"].encode()) for d in held)
+    # Untrained: about ln(320) nats per byte token; with the prefix removed the same text is scored.
+    assert 7.0 < res["bpb"] < 9.5
+    assert "no_prefix" in res and res["no_prefix"]["bytes"] == res["bytes"]
+
+
+def test_train_summary_telemetry_and_report(data, tmp_path):
+    cfg = _cfg(data, eval={"sets": {"held": str(data["eval"])}}, tokens=4 * 8 * 64)
+    summary = train(cfg, tmp_path / "run", log=lambda m: None)
+    assert summary["eval"]["held"]["bpb"] > 0 and summary["tokens_trained"] < summary["tokens"]
+    recs = [r for r in read_metrics(tmp_path / "run") if r["kind"] == "train"]
+    moe = recs[-1]["moe"][0]
+    assert len(moe["load"]) == 4 and abs(sum(moe["load"]) - 1) < 1e-3
+    for key in ("load_max_mean", "bias_min", "bias_max", "act_rms", "act_rms_max_median", "act_rms_min_median",
+                "shared_routed_ratio", "router_entropy"):
+        assert key in moe
+    assert "tokens_seen" in recs[-1] and "grad_norm" in recs[-1] and "spikes" in recs[-1]
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "Training run" in html and "<img" in html
+    # `assay eval` rebuilds the model from the last checkpoint and scores the same set identically.
+    from assay.trainer.checkpoint import evaluate_checkpoint
+
+    again = evaluate_checkpoint(tmp_path / "run", {"held": str(data["eval"])})
+    assert again["held"]["bpb"] == summary["eval"]["held"]["bpb"]
+
+
+def test_eval_set_overlapping_training_is_refused(data, tmp_path):
+    cfg = _cfg(data, eval={"sets": {"leak": str(data["train"])}})
+    with pytest.raises(UserError, match="also occur in data.train"):
+        train(cfg, tmp_path / "run", log=lambda m: None)
+
+
+def test_config_errors_name_file_and_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ntokens: 100\ndata: {train: d}\nmoe: {num_expert: 4}\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: moe.num_expert: unknown key; did you mean 'num_experts'"):
+        load_train_config(bad)
+    bad.write_text("name: x\ntokens: 100\ndata: {train: d}\nmoe: {num_experts: 2, top_k: 3}\n")
+    with pytest.raises(ConfigError, match="bad.yaml: moe: top_k 3 exceeds num_experts 2"):
+        load_train_config(bad)
+
+
+def test_cli_one_line_errors_and_refuses_foreign_directories(data, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ndata: {train: d}\n")
+    assay = [sys.executable, "-m", "assay.pipeline.cli"]
+    res = subprocess.run(assay + ["train", str(bad)], capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0
+    assert "bad.yaml: tokens: required key is missing" in res.stderr
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    cfg = _cfg(data)
+    with pytest.raises(UserError, match="refusing"):
+        train(cfg, foreign, log=lambda m: None)
+    assert (foreign / "notes.txt").read_text() == "keep me"
+    with pytest.raises(UserError, match="not a train run"):
+        train(cfg, data["eval"], log=lambda m: None)

@@ -1,0 +1,207 @@
+"""`assay ablate SPEC`: the same train config on several token datasets (arms) x seeds at one budget.
+
+Reports mean ± std held-out BPB per arm (final evaluation, overall BPB of `metric_set`), every pairwise
+difference with a p-value (Welch t-test by default; a paired t-test, since run i of every arm starts from
+seed i's weights; or a seed bootstrap) and the gap in units of the seed standard deviation (unpaired,
+and of the per-seed differences), plots, and a dense re-run (num_experts=1) of the two best arms: if their order flips without
+routing, the MoE result is about routing, not data. Each run is an ordinary training run directory, so
+an interrupted ablation resumes run by run.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from assay.pipeline.dataset import atomic_write_text
+
+from .config import AblationSpec, ConfigError, parse_train_config
+from .report import ABLATION, write_run_report
+from .train import prepare_run_dir, read_metrics, train
+
+
+def welch_p(a: list[float], b: list[float]) -> float:
+    """Two-sided Welch t-test p-value (unequal variances)."""
+    from scipy import stats
+
+    if np.std(a, ddof=1) == 0 and np.std(b, ddof=1) == 0:
+        return 0.0 if np.mean(a) != np.mean(b) else 1.0
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def bootstrap_p(a: list[float], b: list[float], n: int = 10_000, seed: int = 0) -> float:
+    """Two-sided bootstrap p-value of mean(a) - mean(b) != 0, resampling seeds within each arm."""
+    rng = np.random.default_rng(seed)
+    da = rng.choice(a, (n, len(a))).mean(1) - rng.choice(b, (n, len(b))).mean(1)
+    tail = min((da <= 0).mean(), (da >= 0).mean())
+    return float(min(1.0, 2 * tail))
+
+
+def paired_p(a: list[float], b: list[float]) -> float:
+    """Two-sided paired t-test over seeds: run i of every arm shares seed i (the same initial weights)."""
+    from scipy import stats
+
+    d = np.subtract(a, b)
+    if np.std(d, ddof=1) == 0:
+        return 0.0 if d.mean() != 0 else 1.0
+    return float(stats.ttest_rel(a, b).pvalue)
+
+
+def compare(values: dict[str, list[float]], method: str, alpha: float) -> list[dict]:
+    """Every pair of arms, best first: the gap, seed noise measured two ways, p-values, the call."""
+    pairs = []
+    for a, b in itertools.combinations(sorted(values, key=lambda k: np.mean(values[k])), 2):
+        va, vb = values[a], values[b]
+        diff = float(np.mean(va) - np.mean(vb))
+        n = min(len(va), len(vb))
+        pooled = math.sqrt((np.var(va, ddof=1) + np.var(vb, ddof=1)) / 2) if n > 1 else 0.0
+        diff_std = float(np.std(np.subtract(va, vb), ddof=1)) if n > 1 else 0.0
+        p = {"welch": welch_p, "paired": paired_p, "bootstrap": bootstrap_p}[method](va, vb)
+        pairs.append({"a": a, "b": b, "diff": round(diff, 5), "seed_std": round(pooled, 5),
+                      "gap_over_std": round(abs(diff) / pooled, 2) if pooled else float("inf"),
+                      "paired_diff_std": round(diff_std, 5),
+                      "gap_over_paired_std": round(abs(diff) / diff_std, 2) if diff_std else float("inf"),
+                      "p_value": p, "welch_p": welch_p(va, vb) if n > 1 else None,
+                      "significant": bool(p < alpha)})
+    return pairs
+
+
+def _metric(summary: dict, set_name: str) -> float:
+    return summary["eval"][set_name]["bpb"]
+
+
+def _train_one(raw: dict, config_path: str, run_dir: str) -> dict:
+    """One arm x seed run (in a worker process when the spec asks for workers)."""
+    cfg = parse_train_config(raw, config_path, Path(config_path).parent)
+    return train(cfg, Path(run_dir), log=lambda m: None, report=False)
+
+
+def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Callable[[str], None] = print,
+                 force: bool = False) -> dict:
+    out = Path(out)
+    fingerprint = json.dumps([spec.model_dump(mode="json", exclude={"workers"}), raw_config], sort_keys=True,
+                             default=str)
+    prepare_run_dir(out, hashlib.sha256(fingerprint.encode()).hexdigest()[:16], kind="ablate", force=force)
+
+    def raw_for(arm: str, seed: int, dense: bool) -> dict:
+        raw = copy.deepcopy(raw_config)
+        raw["name"] = f"{arm}-s{seed}" + ("-dense" if dense else "")
+        raw["seed"] = seed
+        raw.setdefault("data", {})["train"] = spec.arms[arm]
+        if spec.tokens:
+            raw["tokens"] = spec.tokens
+        if spec.eval is not None:
+            raw.setdefault("eval", {})["sets"] = dict(spec.eval)
+        if dense:
+            raw.setdefault("moe", {})["num_experts"] = 1
+        if spec.workers > 1:
+            raw["threads"] = 1  # one core per run: parallel runs instead of contended threads
+        return raw
+
+    first = parse_train_config(raw_for(next(iter(spec.arms)), spec.seeds[0], False), spec.config,
+                               Path(spec.config).parent)
+    metric_set = spec.metric_set or next(iter(first.eval.sets), None)
+    if metric_set is None:
+        raise_no_eval()
+    if metric_set not in first.eval.sets:
+        raise ConfigError(f"metric_set {metric_set!r}: not one of the eval sets ({', '.join(first.eval.sets)})")
+
+    def run_all(jobs: list[tuple[str, int, bool]]) -> dict[tuple[str, int, bool], dict]:
+        args = {job: (raw_for(*job), spec.config, str(out / "runs" / raw_for(*job)["name"])) for job in jobs}
+        done: dict[tuple[str, int, bool], dict] = {}
+        if spec.workers > 1:
+            ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix
+            with ProcessPoolExecutor(spec.workers, mp_context=ctx) as pool:
+                futures = {pool.submit(_train_one, *a): job for job, a in args.items()}
+                for fut in as_completed(futures):
+                    done[futures[fut]] = fut.result()
+                    _log_run(log, done[futures[fut]], metric_set)
+        else:
+            for job, a in args.items():
+                done[job] = _train_one(*a)
+                _log_run(log, done[job], metric_set)
+        return done
+
+    log(f"{len(spec.arms)} arms x {len(spec.seeds)} seeds, {spec.workers} worker(s)")
+    runs = run_all([(arm, s, False) for arm in spec.arms for s in spec.seeds])
+    summaries = {arm: [runs[(arm, s, False)] for s in spec.seeds] for arm in spec.arms}
+    values = {arm: [_metric(s, metric_set) for s in arm_runs] for arm, arm_runs in summaries.items()}
+    result = {
+        "name": spec.name, "tokens": summaries[next(iter(spec.arms))][0]["tokens"], "seeds": spec.seeds,
+        "metric_set": metric_set, "significance": spec.significance, "alpha": spec.alpha,
+        "arms": {arm: {"mean": round(float(np.mean(v)), 5),
+                       "std": round(float(np.std(v, ddof=1)), 5) if len(v) > 1 else 0.0,
+                       "values": v, "per_source": _per_source(summaries[arm], metric_set),
+                       "tokens_per_s": round(float(np.mean([s["tokens_per_s"] for s in summaries[arm]])), 1)}
+                 for arm, v in values.items()},
+        "pairs": compare(values, spec.significance, spec.alpha),
+    }
+    if spec.dense_check:
+        best, second = sorted(values, key=lambda k: np.mean(values[k]))[:2]
+        seeds = spec.dense_seeds or spec.seeds
+        log(f"dense check: {best} vs {second}, {len(seeds)} seed(s)")
+        dense_runs = run_all([(arm, s, True) for arm in (best, second) for s in seeds])
+        dense = {arm: [_metric(dense_runs[(arm, s, True)], metric_set) for s in seeds] for arm in (best, second)}
+        result["dense_check"] = {"a": best, "b": second, "seeds": seeds, "values_a": dense[best],
+                                 "values_b": dense[second], "mean_a": round(float(np.mean(dense[best])), 5),
+                                 "mean_b": round(float(np.mean(dense[second])), 5),
+                                 "agrees": bool(np.mean(dense[best]) < np.mean(dense[second]))}
+    _plots(out, result, summaries)
+    atomic_write_text(out / ABLATION, json.dumps(result, indent=1))
+    write_run_report(out)
+    return result
+
+
+def _log_run(log: Callable[[str], None], summary: dict, metric_set: str) -> None:
+    log(f"  {summary['name']}: BPB {_metric(summary, metric_set):.4f} ({summary['tokens_per_s']:.0f} tokens/s)")
+
+
+def raise_no_eval():
+    raise ConfigError("an ablation needs held-out eval sets (spec `eval` or the config's eval.sets)")
+
+
+def _per_source(summaries: list[dict], set_name: str) -> dict:
+    out: dict[str, dict] = {}
+    for src in summaries[0]["eval"][set_name]["per_source"]:
+        v = [s["eval"][set_name]["per_source"][src]["bpb"] for s in summaries]
+        if all(x is not None for x in v):
+            out[src] = {"mean": round(float(np.mean(v)), 5),
+                        "std": round(float(np.std(v, ddof=1)), 5) if len(v) > 1 else 0.0}
+    return out
+
+
+def _plots(out: Path, result: dict, summaries: dict[str, list[dict]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = sorted(result["arms"], key=lambda a: result["arms"][a]["mean"])
+    fig, ax = plt.subplots(figsize=(max(4, 1.4 * len(arms)), 3.4))
+    means = [result["arms"][a]["mean"] for a in arms]
+    ax.bar(arms, means, yerr=[result["arms"][a]["std"] for a in arms], color="#4c78a8", capsize=4, alpha=0.8)
+    for i, a in enumerate(arms):
+        ax.scatter([i] * len(result["arms"][a]["values"]), result["arms"][a]["values"], color="k", s=10, zorder=3)
+    lo, hi = min(min(result["arms"][a]["values"]) for a in arms), max(max(result["arms"][a]["values"]) for a in arms)
+    ax.set_ylim(lo - 0.5 * (hi - lo + 1e-3), hi + 0.5 * (hi - lo + 1e-3))
+    ax.set(ylabel=f"BPB on {result['metric_set']}", title="held-out BPB per arm (mean ± std, seeds as dots)")
+    fig.tight_layout()
+    fig.savefig(out / "bpb.png", dpi=110)
+    plt.close(fig)
+    from .report import curves_figure
+
+    streams = {}
+    for arm, runs in summaries.items():
+        recs = read_metrics(out / "runs" / f"{arm}-s{result['seeds'][0]}")
+        streams[f"{arm} (seed {result['seeds'][0]})"] = recs
+    fig = curves_figure(streams)
+    fig.savefig(out / "curves.png", dpi=110)
+    plt.close(fig)

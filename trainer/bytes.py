@@ -1,0 +1,102 @@
+"""A byte-level tokenizer and a small token-shard writer, for tests, examples and CPU ablations.
+
+Bytes are the tokenizer-neutral choice for comparing data arms: the same for every arm, nothing
+trained on either. Ids 0-255 are bytes; BOS, EOS and PAD follow. Each document becomes
+BOS [META prefix] text EOS; documents are concatenated and cut into packed rows of `seq_len` (a
+document may continue in the next row; the doc index gets one piece per row). The mixer writes the
+real shards; this writer follows the same format (`assay.pipeline.tokens`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from assay.pipeline.dataset import finalize, prepare_output, write_artifact
+from assay.pipeline.tokens import DOC_INDEX_SCHEMA, LOSS, META, PAD, TokenLayout, TokenShardWriter
+
+BOS, EOS, PAD_ID = 256, 257, 258
+VOCAB = 259
+TOKENIZER_SPEC = {"type": "bytes", "bos": BOS, "eos": EOS, "pad": PAD_ID, "vocab_size": VOCAB}
+
+
+def encode(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+
+
+def decode(ids: Iterable[int]) -> str:
+    return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+
+def doc_tokens(text: str, meta: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, mask) of one document: BOS is context only; prefix tokens are META; text and EOS LOSS."""
+    prefix = encode(meta) if meta else np.zeros(0, np.int64)
+    body = encode(text)
+    tokens = np.concatenate([[BOS], prefix, body, [EOS]]).astype(np.int64)
+    mask = np.concatenate([[0], np.full(len(prefix), META), np.full(len(body) + 1, LOSS)]).astype(np.uint8)
+    return tokens, mask
+
+
+def write_byte_dataset(docs: list[dict], out: str | Path, seq_len: int = 257, shards: int = 1) -> Path:
+    """Write documents ({"text", "source", "doc_id"?, "meta"?, "content_type"?}) as a packed byte-level
+    token dataset. Deterministic: equal inputs give equal bytes (and an equal fingerprint)."""
+    out = Path(out)
+    spec = json.dumps(TOKENIZER_SPEC, sort_keys=True)
+    digest = hashlib.sha256(spec.encode())
+    for d in docs:
+        digest.update(json.dumps([d.get("text"), d.get("source"), d.get("meta")]).encode())
+    fingerprint = f"bytes-{seq_len}-{shards}-{digest.hexdigest()[:24]}"
+    prepare_output(out, fingerprint)
+    write_artifact(out, "tokenizer.json", spec)  # under _artifacts/: a name Assay owns
+    layout = TokenLayout(vocab_size=VOCAB, seq_len=seq_len, bos_id=BOS, eos_id=EOS, pad_id=PAD_ID,
+                         tokenizer="_artifacts/tokenizer.json", tokenizer_sha256=hashlib.sha256(spec.encode()).hexdigest())
+    per = -(-len(docs) // shards) if docs else 0
+    for s in range(shards):
+        part = docs[s * per:(s + 1) * per]
+        writer = TokenShardWriter(out, s, layout, "bytes")
+        tokens, mask, index = _pack(part, seq_len, s * per)
+        writer.write(tokens, mask, index)
+        writer.counts.rows_in = writer.counts.rows_out = len(part)
+        writer.counts.bytes_in = writer.counts.bytes_out = int(sum(len(d["text"].encode()) for d in part))
+        writer.commit()
+    finalize(out, {"stage": "bytes", "stage_id": "bytes", "kind": "input", "output_kind": "tokens",
+                   "fingerprint": fingerprint, "engine": "none", "wall_seconds": 0, "tokens": layout.to_json()},
+             shards)
+    return out
+
+
+def _pack(docs: list[dict], seq_len: int, first: int) -> tuple[np.ndarray, np.ndarray, pa.Table]:
+    toks, masks, pieces = [], [], []
+    pos = 0
+    for j, d in enumerate(docs):
+        t, m = doc_tokens(d["text"], d.get("meta"))
+        n_prefix = int((m == META).sum())
+        text_bytes = len(d["text"].encode())
+        done = 0
+        while done < len(t):  # one doc-index piece per row the document touches
+            row, start = divmod(pos, seq_len)
+            take = min(len(t) - done, seq_len - start)
+            # Bytes are split by the share of text tokens in the piece: byte tokens are bytes here.
+            lo, hi = done, done + take
+            text_lo, text_hi = max(lo, 1 + n_prefix), min(hi, len(t) - 1)
+            pieces.append({"row": row, "start": start, "length": take,
+                           "prefix_length": max(0, min(hi, 1 + n_prefix) - max(lo, 1)),
+                           "doc_id": d.get("doc_id") or f"doc-{first + j}", "source": d.get("source", ""),
+                           "content_type": d.get("content_type", "web"),
+                           "bytes": max(0, text_hi - text_lo) if text_bytes else 0})
+            done += take
+            pos += take
+        toks.append(t)
+        masks.append(m)
+    flat_t = np.concatenate(toks) if toks else np.zeros(0, np.int64)
+    flat_m = np.concatenate(masks) if masks else np.zeros(0, np.uint8)
+    rows = -(-len(flat_t) // seq_len)
+    tokens = np.full(rows * seq_len, PAD_ID, np.int64)
+    mask = np.full(rows * seq_len, PAD, np.uint8)
+    tokens[: len(flat_t)], mask[: len(flat_m)] = flat_t, flat_m
+    index = pa.Table.from_pylist(pieces, schema=DOC_INDEX_SCHEMA)
+    return tokens.reshape(rows, seq_len), mask.reshape(rows, seq_len), index

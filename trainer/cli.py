@@ -1,0 +1,96 @@
+"""`assay train`, `assay eval`, `assay ablate` (click commands; heavy imports happen inside)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command("train")
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
+              help="Run directory (default runs/train/<config name>); an existing run of the same config resumes")
+@click.option("--force", is_flag=True, help="Restart a run directory that holds a different config")
+def train_command(config: Path, out: Path | None, force: bool) -> None:
+    """Train a proxy model from a train config (YAML); resumes from the last checkpoint.
+
+    \b
+    Example:
+      assay train examples/train/tiny.yaml --out runs/tiny
+    """
+    from .config import load_train_config
+    from .train import train
+
+    cfg = load_train_config(config)
+    out = out or Path("runs") / "train" / cfg.name
+    summary = train(cfg, out, log=click.echo, force=force)
+    for name, ev in (summary.get("eval") or {}).items():
+        click.echo(f"eval {name}: BPB {ev['bpb']} ({ev['tokens']:,} tokens, {ev['bytes']:,} bytes)")
+    click.echo(f"run: {out} ({summary['tokens_per_s']:.0f} tokens/s; report {out / 'report.html'})")
+
+
+@click.command("eval")
+@click.argument("checkpoint", type=click.Path(path_type=Path))
+@click.option("--data", "-d", "data", multiple=True, required=True,
+              help="Held-out token dataset, as NAME=PATH or PATH (repeatable)")
+@click.option("--batch-size", type=int, default=16)
+@click.option("--max-rows", type=int, default=None, help="Only the first rows of each set")
+@click.option("--no-prefix/--prefix-only", default=True, help="Also score with META prefixes removed")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Write results here")
+def eval_command(checkpoint: Path, data: tuple[str, ...], batch_size: int, max_rows: int | None, no_prefix: bool,
+                 json_out: Path | None) -> None:
+    """Held-out bits-per-byte (overall and per source) of a checkpoint (a .pt file or a run directory).
+
+    \b
+    Example:
+      assay eval runs/tiny --data held=runs/tiny-data/eval
+    """
+    from .checkpoint import evaluate_checkpoint
+
+    sets = {}
+    for item in data:
+        name, sep, path = item.partition("=")
+        sets[name if sep else Path(item).name] = path if sep else item
+    results = evaluate_checkpoint(checkpoint, sets, batch_size=batch_size, max_rows=max_rows, no_prefix=no_prefix)
+    for name, ev in results.items():
+        per = ", ".join(f"{s} {r['bpb']}" for s, r in ev["per_source"].items())
+        extra = f"; prefix removed {ev['no_prefix']['bpb']}" if "no_prefix" in ev else ""
+        click.echo(f"{name}: BPB {ev['bpb']} ({per}){extra}")
+    if json_out:
+        from assay.pipeline.dataset import atomic_write_text
+
+        atomic_write_text(json_out, json.dumps(results, indent=1))
+
+
+@click.command("ablate")
+@click.argument("spec", type=click.Path(path_type=Path))
+@click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
+              help="Ablation directory (default runs/ablate/<spec name>); reruns resume run by run")
+@click.option("--force", is_flag=True, help="Restart an ablation directory that holds a different spec")
+@click.option("--workers", type=int, default=None, help="Runs trained at once (one thread each); overrides the spec")
+def ablate_command(spec: Path, out: Path | None, force: bool, workers: int | None) -> None:
+    """Train one config on several datasets x seeds at one token budget; compare held-out BPB.
+
+    \b
+    Example:
+      assay ablate examples/train/ablation.yaml --out runs/ablation
+    """
+    from .ablate import run_ablation
+    from .config import load_ablation_spec
+
+    parsed, raw = load_ablation_spec(spec)
+    if workers:
+        parsed.workers = workers
+    out = out or Path("runs") / "ablate" / parsed.name
+    res = run_ablation(parsed, raw, out, log=click.echo, force=force)
+    for arm, r in sorted(res["arms"].items(), key=lambda kv: kv[1]["mean"]):
+        click.echo(f"{arm}: BPB {r['mean']:.4f} ± {r['std']:.4f}")
+    for p in res["pairs"]:
+        click.echo(f"{p['a']} - {p['b']}: {p['diff']:+.4f} ({p['gap_over_std']}x seed std, "
+                   f"{res['significance']} p={p['p_value']:.2g}, {'significant' if p['significant'] else 'not significant'})")
+    if "dense_check" in res:
+        d = res["dense_check"]
+        click.echo(f"dense check {d['a']} vs {d['b']}: {d['mean_a']:.4f} vs {d['mean_b']:.4f} "
+                   f"({'agrees' if d['agrees'] else 'DISAGREES'})")
+    click.echo(f"results: {out / 'ablation.json'}; report {out / 'report.html'}")

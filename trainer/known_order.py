@@ -1,0 +1,144 @@
+"""A known-order control pair for validating the proxy: clean text vs the same text with junk injected.
+
+Clean text ships with every Python: the language reference topics behind `help()` (`pydoc_data`,
+source "reference") and the docstrings of standard-library modules (source "docstrings"). Documents
+are ~2 KB chunks cut at paragraph breaks; every 8th chunk (by a hash of its id) is held out for
+evaluation, so the eval set is disjoint from both arms. The junk arm is the same clean training set
+plus injected junk worth `junk_fraction` of its bytes: half web boilerplate (navigation, cookie and
+footer lines), half the clean documents' own words shuffled. At one token budget the clean arm must
+win held-out BPB; a proxy that misranks this pair is not fit for data decisions (trainer-notes §8.5).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import random
+from pathlib import Path
+
+from .bytes import write_byte_dataset
+
+STDLIB_MODULES = ("argparse", "collections", "functools", "itertools", "json", "logging", "pathlib", "re",
+                  "string", "textwrap", "datetime", "decimal", "fractions", "statistics", "random", "heapq",
+                  "bisect", "enum", "dataclasses", "typing", "contextlib", "shutil", "tempfile", "csv",
+                  "configparser", "difflib", "pprint", "unittest", "threading", "subprocess", "socket",
+                  "email", "http.client", "urllib.parse", "zipfile", "tarfile", "gzip", "sqlite3",
+                  "asyncio", "inspect", "ast", "dis", "pickle", "copy", "weakref", "abc", "numbers",
+                  "operator", "calendar", "locale", "gettext", "codecs", "unicodedata", "struct", "array",
+                  "queue", "sched", "selectors", "signal", "mmap", "hashlib", "hmac", "secrets", "uuid",
+                  "ipaddress", "html.parser", "xml.dom.minidom", "optparse", "getopt", "doctest", "trace",
+                  "timeit", "cProfile", "pdb", "warnings", "traceback", "gc", "site", "sysconfig", "zlib")
+
+BOILERPLATE = [
+    "Home | About Us | Products | Blog | Contact | Login | Register",
+    "We use cookies to improve your experience on our website. By continuing you accept our cookie policy.",
+    "Accept all cookies   Reject non-essential   Manage preferences",
+    "Subscribe to our newsletter and get 10% off your first order!",
+    "Share this article: Facebook Twitter LinkedIn Email Print",
+    "Copyright (c) {year} {company}. All rights reserved. Privacy Policy | Terms of Service | Sitemap",
+    "Posted by admin on {month} {day}, {year} | {n} comments",
+    "Related posts: Top {n} tips you need to know | Click here to read more",
+    "Skip to main content  Menu  Search  Cart ({n})",
+    "Free shipping on orders over ${n}. Limited time offer. Shop now!",
+]
+COMPANIES = ["Example Corp", "Acme Inc", "Widget World", "Best Deals Ltd", "SiteName Media"]
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December"]
+
+
+def _chunks(text: str, size: int = 2000) -> list[str]:
+    out, cur = [], ""
+    for para in text.split("\n\n"):
+        if cur and len(cur) + len(para) > size:
+            out.append(cur)
+            cur = ""
+        cur = f"{cur}\n\n{para}" if cur else para
+    if cur.strip():
+        out.append(cur)
+    return [c for c in out if len(c) >= 200]
+
+
+def clean_documents() -> list[dict]:
+    """Real English text available offline, as documents with ids and sources; a stable order."""
+    import pydoc_data.topics as topics
+
+    docs = []
+    for key in sorted(topics.topics):
+        for i, chunk in enumerate(_chunks(topics.topics[key])):
+            docs.append({"doc_id": f"reference/{key}/{i}", "source": "reference", "text": chunk})
+    for name in STDLIB_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # a platform without the module loses only its docstrings
+            continue
+        parts = [inspect.getdoc(module) or ""]
+        for attr in sorted(vars(module)):
+            obj = getattr(module, attr)
+            if not attr.startswith("_") and getattr(obj, "__module__", None) == module.__name__:
+                doc = inspect.getdoc(obj)
+                if doc and len(doc) > 80:
+                    parts.append(f"{attr}\n{doc}")
+        for i, chunk in enumerate(_chunks("\n\n".join(p for p in parts if p))):
+            docs.append({"doc_id": f"docstrings/{name}/{i}", "source": "docstrings", "text": chunk})
+    return docs
+
+
+def is_held_out(doc_id: str, every: int = 8) -> bool:
+    return int(hashlib.sha256(doc_id.encode()).hexdigest()[:8], 16) % every == 0
+
+
+def _boilerplate(rng: random.Random, size: int) -> str:
+    lines = []
+    while sum(len(x) + 1 for x in lines) < size:
+        lines.append(rng.choice(BOILERPLATE).format(year=rng.randint(2005, 2024), company=rng.choice(COMPANIES),
+                                                   month=rng.choice(MONTHS), day=rng.randint(1, 28),
+                                                   n=rng.randint(2, 99)))
+    return "\n".join(lines)
+
+
+def _shuffled(rng: random.Random, text: str) -> str:
+    words = text.split()
+    rng.shuffle(words)
+    return " ".join(words)
+
+
+def junk_documents(clean: list[dict], fraction: float, seed: int = 0) -> list[dict]:
+    """Junk worth `fraction` of the result's bytes: half boilerplate, half shuffled clean words."""
+    rng = random.Random(seed)
+    clean_bytes = sum(len(d["text"].encode()) for d in clean)
+    target = fraction / (1 - fraction) * clean_bytes
+    junk, made = [], 0
+    while made < target:
+        if len(junk) % 2 == 0:
+            text, source = _boilerplate(rng, rng.randint(800, 2500)), "boilerplate"
+        else:
+            text, source = _shuffled(rng, rng.choice(clean)["text"]), "shuffled"
+        junk.append({"doc_id": f"junk/{len(junk)}", "source": source, "text": text})
+        made += len(text.encode())
+    return junk
+
+
+def build_known_order(out: str | Path, junk_fraction: float = 0.3, seq_len: int = 129, seed: int = 0,
+                      train_bytes: int | None = None) -> dict[str, Path]:
+    """Write the three token datasets (clean, junk, eval) under `out`; returns their paths.
+
+    `train_bytes` caps the clean training set at a seeded sample of documents (None: all ~750 KB)."""
+    out = Path(out)
+    docs = clean_documents()
+    train = [d for d in docs if not is_held_out(d["doc_id"])]
+    if train_bytes is not None:
+        random.Random(seed + 2).shuffle(train)
+        total, kept = 0, []
+        for d in train:
+            if total >= train_bytes:
+                break
+            kept.append(d)
+            total += len(d["text"].encode())
+        train = kept
+    held = [d for d in docs if is_held_out(d["doc_id"])]
+    random.Random(seed + 1).shuffle(held)  # sources interleaved, so any first rows hold both
+    mixed = train + junk_documents(train, junk_fraction, seed)
+    random.Random(seed).shuffle(mixed)  # junk spread through the stream (the loader shuffles rows too)
+    return {"clean": write_byte_dataset(train, out / "clean", seq_len),
+            "junk": write_byte_dataset(mixed, out / "junk", seq_len),
+            "eval": write_byte_dataset(held, out / "eval", seq_len)}

@@ -1,0 +1,157 @@
+"""Report section: training curves of every training run under a run directory, and ablation tables.
+
+Finds training runs (`_run.json` with assay=train) and ablations (`ablation.json`) in the directory
+itself and one or two levels below, so a pipeline workdir with a `train/` run in it gets the section.
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from assay.pipeline.dataset import RUN_FILE, atomic_write_text, read_json_safe
+from assay.pipeline.report import CSS, img
+
+ABLATION = "ablation.json"
+
+
+def _runs(root: Path) -> list[Path]:
+    cands = [root, *root.glob("*"), *root.glob("*/*")]
+    return [p for p in cands if (read_json_safe(p / RUN_FILE) or {}).get("assay") == "train"
+            and not (p.parent / ABLATION).exists() and not (p.parent.parent / ABLATION).exists()]
+
+
+def _ablations(root: Path) -> list[Path]:
+    return [p for p in [root, *root.glob("*")] if (p / ABLATION).exists()]
+
+
+def curves_figure(runs: dict[str, list[dict]]):
+    """Loss vs tokens (train) and BPB vs tokens (eval) for named metric streams."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
+    for name, recs in runs.items():
+        train = [r for r in recs if r.get("kind") == "train"]
+        a.plot([r["tokens"] for r in train], [r["loss"] for r in train], label=name, lw=1)
+        ev = [r for r in recs if r.get("kind") == "eval"]
+        for set_name in (ev[0]["eval"] if ev else {}):
+            pts = [(r["tokens"], r["eval"][set_name]["bpb"]) for r in ev if r["eval"][set_name]["bpb"] is not None]
+            if pts:
+                b.plot(*zip(*pts), marker="o", label=f"{name} · {set_name}", lw=1)
+    a.set(xlabel="tokens", ylabel="train loss (nats/token)", title="training loss")
+    b.set(xlabel="tokens", ylabel="bits per byte", title="held-out BPB")
+    for ax in (a, b):
+        if ax.lines:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _moe_figure(recs: list[dict]):
+    import matplotlib.pyplot as plt
+
+    train = [r for r in recs if r.get("kind") == "train" and r.get("moe")]
+    if not train:
+        return None
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+    n_layers = len(train[0]["moe"])
+    for layer in range(n_layers):
+        xs = [r["tokens"] for r in train]
+        for ax, key in zip(axes, ("load_max_mean", "act_rms_max_median", "act_rms_min_median")):
+            ax.plot(xs, [r["moe"][layer].get(key) or 0 for r in train], label=f"layer {layer}", lw=1)
+    for ax, title in zip(axes, ("expert load max/mean", "act RMS max/median (blow-up)",
+                                "act RMS min/median (dead expert)")):
+        ax.set(title=title, xlabel="tokens")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _run_html(run: Path) -> str:
+    from .train import SUMMARY, read_metrics
+
+    recs = read_metrics(run)
+    summary = read_json_safe(run / SUMMARY) or {}
+    parts = [f"<h3>Training run {html.escape(run.name)}</h3>"]
+    if summary:
+        p = summary.get("params", {})
+        parts.append(f"<p>{p.get('total', 0) / 1e6:.2f}M params ({p.get('active', 0) / 1e6:.2f}M active), "
+                     f"{summary.get('steps')} steps, {summary.get('tokens'):,} tokens "
+                     f"({summary.get('tokens_trained', 0):,} trained on), {summary.get('tokens_per_s')} tokens/s on "
+                     f"{html.escape(str(summary.get('device')))}, loss spikes: {summary.get('spikes')}</p>")
+        rows = []
+        for name, ev in (summary.get("eval") or {}).items():
+            for src, r in ev["per_source"].items():
+                rows.append([html.escape(name), html.escape(src), r["bpb"], r["tokens"], r["bytes"]])
+            rows.append([html.escape(name), "<b>all</b>", ev["bpb"], ev["tokens"], ev["bytes"]])
+            if "no_prefix" in ev:
+                rows.append([html.escape(name), "all, prefix removed", ev["no_prefix"]["bpb"], "", ""])
+        if rows:
+            parts.append(_table(["eval set", "source", "BPB", "tokens", "bytes"], rows))
+    if recs:
+        parts.append(img(curves_figure({run.name: recs}), "training curves"))
+        fig = _moe_figure(recs)
+        if fig is not None:
+            parts.append(img(fig, "expert telemetry"))
+        warns = sorted({w for r in recs for w in r.get("warnings", [])})
+        if warns:
+            parts.append("<p>Warnings seen: " + html.escape("; ".join(warns)) + "</p>")
+    return "".join(parts)
+
+
+def _table(headers: list[str], rows: list[list]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def ablation_html(root: Path) -> str:
+    res = json.loads((root / ABLATION).read_text())
+    parts = [f"<h3>Ablation {html.escape(res['name'])}</h3>",
+             f"<p>{len(res['seeds'])} seeds per arm, {res['tokens']:,} tokens each; metric: BPB on "
+             f"{html.escape(res['metric_set'])}; significance: {html.escape(res['significance'])} "
+             f"(alpha {res['alpha']}).</p>"]
+    rows = [[html.escape(a), f"{r['mean']:.4f} ± {r['std']:.4f}", ", ".join(f"{x:.4f}" for x in r["values"])]
+            for a, r in sorted(res["arms"].items(), key=lambda kv: kv[1]["mean"])]
+    parts.append(_table(["arm", "BPB mean ± std", "per seed"], rows))
+    rows = [[html.escape(p["a"]), html.escape(p["b"]), f"{p['diff']:+.4f}", f"{p['gap_over_std']:.1f}",
+             f"{p.get('gap_over_paired_std', float('nan')):.1f}", f"{p['p_value']:.2g}",
+             "yes" if p["significant"] else "no"] for p in res["pairs"]]
+    parts.append(_table(["arm a", "arm b", "BPB a − b", "|gap| / seed std", "|gap| / std of per-seed gaps",
+                         f"p ({res['significance']})", "significant"], rows))
+    dense = res.get("dense_check")
+    if dense:
+        parts.append(f"<p>Dense re-run (num_experts=1) of {html.escape(dense['a'])} vs "
+                     f"{html.escape(dense['b'])}: {dense['mean_a']:.4f} vs {dense['mean_b']:.4f}; ranking "
+                     f"{'agrees' if dense['agrees'] else 'DISAGREES'} with the MoE runs.</p>")
+    for png in ("bpb.png", "curves.png"):
+        if (root / png).exists():
+            import base64
+
+            data = base64.b64encode((root / png).read_bytes()).decode()
+            parts.append(f'<img alt="{png}" src="data:image/png;base64,{data}">')
+    return "".join(parts)
+
+
+def report_section(run_dir) -> str | None:
+    root = Path(run_dir)
+    runs, abls = _runs(root), _ablations(root)
+    if not runs and not abls:
+        return None
+    return "<h2>Training and ablations</h2>" + "".join(ablation_html(a) for a in abls) + "".join(
+        _run_html(r) for r in runs)
+
+
+def write_run_report(run_dir: Path) -> Path:
+    """A standalone page for one training run or ablation directory (`assay report` needs stages)."""
+    run_dir = Path(run_dir)
+    body = report_section(run_dir) or "<p>No training runs found.</p>"
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Assay training: {html.escape(run_dir.name)}"
+            f"</title><style>{CSS}</style></head><body><h1>Assay training: {html.escape(run_dir.name)}</h1>"
+            f"{body}</body></html>")
+    target = run_dir / "report.html"
+    atomic_write_text(target, page)
+    return target
