@@ -3,16 +3,19 @@ candidate verified; a record yields up to `keep` accepted rewrites (one-to-many,
 rejected with `no_valid_candidate` and the candidates' reasons.
 
 Input schema (any document dataset; nothing but `text` is required). A template's `{{field}}` is
-looked up in this order: the columns `text`, `id`, `source`, `url`; then the string values of the
-JSON object in `meta`; then these aliases, first non-empty wins:
+the row's column of that name when it holds a string or number (`text`, `id`, `source`, `url`, and
+the code-history records' `repo`, `problem`, `diff`, `pr_number`, ...), else the value of that key
+in the JSON object `meta`; then, for a name that is not a column, these aliases fill in, first
+non-empty wins:
 
     problem  <- meta.problem | problem_statement | issue | issue_body | body | text
     title    <- meta.title | pr_title | issue_title
     diff     <- meta.diff | patch | golden_patch
     repo     <- meta.repo | repository
 
-So PR records (the code-history sources: `meta` with `repo`, `title`, `problem`/`body` and `diff`),
-SWE-bench instances (`problem_statement`, `patch`) and plain documents all work. A record missing a
+So the code-history records (synth.commits / prs / swebench: columns `repo`, `problem`, `diff`,
+the PR title in `meta`), SWE-bench rows read as JSONL (`problem_statement`, `patch` in `meta`) and
+plain documents all work. A record missing a
 field the template `needs` is rejected with `missing_field`.
 
 Outputs are `content_type: synthetic` documents with `segments`: `chat` templates give a user turn
@@ -42,13 +45,17 @@ ALIASES = {
 }
 
 
+def _scalar(value) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
 def record_fields(row: dict) -> dict[str, str]:
     meta = loads_meta(row.get("meta")) if isinstance(row.get("meta"), str) else (row.get("meta") or {})
-    fields = {k: str(v) for k, v in meta.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
-    for name in ("text", "id", "source", "url"):
-        if row.get(name):
-            fields[name] = str(row[name])
+    fields = {k: str(v) for k, v in meta.items() if _scalar(v)}
+    fields.update((k, str(v)) for k, v in row.items() if k != "meta" and _scalar(v) and v != "")
     for name, keys in ALIASES.items():
+        if name in row:  # a record's own column (a history PR without a patch has diff = null) is final
+            continue
         value = next((fields[k] for k in keys if fields.get(k)), None)
         if value:
             fields[name] = value

@@ -5,6 +5,7 @@ once for the module.) Also the report section."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -77,6 +78,35 @@ def test_rewrite_accepts_the_good_candidate_and_rejects_each_bad_one_with_its_re
     assistant = doc["segments"][1]["text"]
     assert assistant.startswith("## Problem analysis") and DIFF.strip() in assistant  # the real patch, not the model's
     assert doc["content_type"] == "synthetic" and doc["synth_candidate"] == 0
+
+
+SWEBENCH = Path(__file__).resolve().parent / "fixtures" / "history" / "swebench-sample.jsonl"
+GENERIC = ("## Problem analysis\nThe issue describes a behaviour that differs from what the reporter expects, and "
+           "the report gives enough detail to reproduce it.\n## Root cause\nThe code path named in the report handles "
+           "one case incompletely.\n## Solution design\nHandle the missing case where the behaviour is decided, and "
+           "leave the rest of the module as it is.")
+
+
+def test_rewrite_reads_the_code_history_records(tmp_path):
+    """The history family's records (columns repo, problem, diff) feed the reasoning template."""
+    from assay.synth.history.sources import SwebenchInstances
+
+    run_stage(SwebenchInstances({"paths": [str(SWEBENCH)]}), [], tmp_path / "swe", options={"workers": 1})
+    records = Dataset(tmp_path / "swe").read().to_pylist()
+    with ScriptedServer(lambda r: GENERIC) as server:
+        stage = Rewrite({"url": server.url, "template": "reasoning", "candidates": 1, "model": "scripted",
+                         "cache_dir": str(tmp_path / "cache")})
+        result = run_stage(stage, [tmp_path / "swe"], tmp_path / "out", options={"workers": 1})
+        prompts = [r["messages"][-1]["content"] for r in server.requests]
+    assert len(prompts) == len(records) and result.manifest["counts"]["rows_out"] == len(records)
+    for record in records:
+        [prompt] = [p for p in prompts if f"Repository: {record['repo']}\n" in p and record["problem"][:200] in p]
+        assert record["diff"].strip()[:3000] in prompt
+    docs = Dataset(tmp_path / "out").read().to_pylist()
+    by_id = {r["id"]: r for r in records}
+    for doc in docs:
+        assistant = doc["segments"][1]["text"]
+        assert assistant.startswith(GENERIC) and by_id[doc["parent_id"]]["diff"] + "\n```" in assistant
 
 
 ITEMS = [("always: 3 + 4", "7"), ("never: 3 + 4", "7"), ("half: 3 + 4", "7")]

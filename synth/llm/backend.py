@@ -10,6 +10,7 @@ base work the same for both, and `assay serve` makes a local model an HTTP one.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Protocol
 
 from assay.pipeline.service import PermanentError
@@ -38,12 +39,25 @@ class HTTPBackend:
 
 
 class LocalBackend:
+    """The model loads on the first request, so a worker whose requests are all cached (a rerun, the
+    same recipe on another engine) never loads it."""
+
     def __init__(self, model_path: str | None = None, name: str = "smollm2-135m-instruct", device: str = "auto",
                  max_batch: int = 8, threads: int | None = None):
-        from .local import LocalChatModel
-
-        self.model = LocalChatModel(model_path, name=name, device=device, max_batch=max_batch, threads=threads)
+        self._options = dict(name=name, device=device, max_batch=max_batch, threads=threads)
+        self._model_path = model_path
+        self._model = None
+        self._lock = threading.Lock()
         self.name = f"local:{name}"
+
+    @property
+    def model(self):
+        with self._lock:
+            if self._model is None:
+                from .local import LocalChatModel
+
+                self._model = LocalChatModel(self._model_path, **self._options)
+            return self._model
 
     def chat(self, request: dict) -> dict:
         from .local import BadRequest
@@ -54,7 +68,8 @@ class LocalBackend:
             raise PermanentError(str(exc), reason="bad_request") from None
 
     def close(self) -> None:
-        self.model.close()
+        if self._model is not None:
+            self._model.close()
 
 
 def open_backend(url: str | None, *, model: str, model_path: str | None = None, api_key_env: str | None = None,

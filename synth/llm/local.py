@@ -17,6 +17,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 
+GATHER_S = 0.03
+
+
 class BadRequest(ValueError):
     """The request itself is wrong (HTTP 400; a permanent failure for a stage)."""
 
@@ -78,6 +81,7 @@ class LocalChatModel:
         self._worker = threading.Thread(target=self._serve_batches, name="assay-local-llm", daemon=True)
         self._worker.start()
         self.generated_tokens = 0
+        self.batch_sizes: list[int] = []  # sequences per decoded batch, for statistics
 
     # ---- the OpenAI-shaped entry point ---------------------------------------------------------
 
@@ -133,10 +137,12 @@ class LocalChatModel:
             if first is None:
                 return
             batch = [first]
-            deadline = time.monotonic() + 0.005  # a few ms lets concurrent callers join the batch
+            # Callers that are still preparing their prompts (templating and tokenising hold the GIL, a
+            # few ms each) join while they keep arriving less than GATHER_S apart: a batch decodes for
+            # seconds, so waiting a little for a fuller one pays.
             while len(batch) < self.max_batch:
                 try:
-                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                    item = self._queue.get(timeout=GATHER_S)
                 except queue.Empty:
                     break
                 if item is None:
@@ -149,6 +155,7 @@ class LocalChatModel:
                 for seq in batch:
                     seq.future.set_exception(exc)
                 continue
+            self.batch_sizes.append(len(batch))
             for seq, result in zip(batch, results):
                 seq.future.set_result(result)
 
@@ -175,7 +182,7 @@ class LocalChatModel:
         with torch.inference_mode():
             for _ in range(steps):
                 result = self.model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
-                                    past_key_values=past, use_cache=True)
+                                    past_key_values=past, use_cache=True, logits_to_keep=1)  # not the prompt's
                 past = result.past_key_values
                 logits = result.logits[:, -1, :].float()
                 nxt = []
@@ -222,7 +229,11 @@ class LocalChatModel:
             return int(torch.argmax(logits))
         probs = torch.softmax(logits / seq.temperature, dim=-1)
         if seq.top_p < 1.0:
-            sorted_p, order = torch.sort(probs, descending=True)
+            # The nucleus is a prefix of the sorted probabilities: when the top 256 already reach top_p it
+            # lies among them, and sorting those is enough (the full vocabulary's sort costs ~7 ms).
+            sorted_p, order = torch.topk(probs, min(256, probs.numel()))
+            if float(sorted_p.sum()) < seq.top_p and sorted_p.numel() < probs.numel():
+                sorted_p, order = torch.sort(probs, descending=True)
             keep = torch.cumsum(sorted_p, dim=-1) - sorted_p < seq.top_p  # the smallest set reaching top_p
             sorted_p = torch.where(keep, sorted_p, torch.zeros_like(sorted_p))
             choice = torch.multinomial(sorted_p / sorted_p.sum(), 1, generator=gen)

@@ -131,7 +131,10 @@ class LLMStage(ServiceStage):
             planned.append(plan if isinstance(plan, tuple) else [Job(i, c, run) for c, run in enumerate(plan)])
         flat = [job for plan in planned if not isinstance(plan, tuple) for job in plan]
         done: dict[tuple[int, int], dict] = {}
-        with ThreadPoolExecutor(max_workers=self.params.concurrency) as pool:
+        # The local model decodes up to `concurrency` sequences per batch; twice as many callers keep
+        # the next batch full while one decodes. An HTTP server sees `concurrency` requests at most.
+        threads = self.params.concurrency * (1 if self.params.url else 2)
+        with ThreadPoolExecutor(max_workers=threads) as pool:
             for job, (result, tally) in zip(flat, pool.map(self._run_job, flat)):
                 done[(job.row, job.candidate)] = result
                 for name, n in tally.counters.items():
