@@ -202,3 +202,75 @@ def class_counts(text: pa.Array) -> dict[str, np.ndarray]:
     data, offsets = utf8_buffers(text)
     out = _class_counts(data, offsets, class_table())
     return {"letters": out[:, 0], "numbers": out[:, 1], "upper": out[:, 2], "spaces": out[:, 3]}
+
+
+@njit(cache=True)
+def _fasttext_tokens(data, offsets, table, out_offsets, out):
+    """fastText's view of a (lower-cased) text: words of letters and numbers, every other visible
+    character a token of its own, a run of whitespace holding a line break the token `_nl_`, tokens
+    joined by single spaces, written to `out` (large enough); returns the bytes used."""
+    pos = 0
+    for d in range(len(offsets) - 1):
+        out_offsets[d] = pos
+        i = offsets[d]
+        end = offsets[d + 1]
+        started = False
+        gap = False  # whitespace since the last token
+        newline = False  # ... holding a line break
+        last_symbol = False
+        while i < end:
+            b = data[i]
+            if b < 0x80:
+                cp, k = np.int64(b), 1
+            else:
+                cp, k = _decode(data, i)
+            f = table[cp] if cp < len(table) else 0
+            if (f & 8) or cp == 11:  # \s (and \v)
+                gap = True
+                if cp == 10:
+                    newline = True
+                i += k
+                continue
+            word = (f & 3) != 0
+            if newline:
+                if started:
+                    out[pos] = 32
+                    pos += 1
+                for j in range(4):
+                    out[pos + j] = _NL[j]
+                pos += 4
+                started = True
+                gap = True
+            if started and (gap or not word or last_symbol):
+                out[pos] = 32
+                pos += 1
+            for j in range(k):
+                out[pos + j] = data[i + j]
+            pos += k
+            started = True
+            gap = False
+            newline = False
+            last_symbol = not word
+            i += k
+        if newline:
+            if started:
+                out[pos] = 32
+                pos += 1
+            for j in range(4):
+                out[pos + j] = _NL[j]
+            pos += 4
+    out_offsets[len(offsets) - 1] = pos
+    return out[:pos]
+
+
+_NL = np.frombuffer(b"_nl_", dtype=np.uint8).copy()
+
+
+def fasttext_tokens(text: pa.Array) -> pa.Array:
+    """The text as fastText tokens (see _fasttext_tokens), as an Arrow string array."""
+    data, offsets = utf8_buffers(text)
+    out_offsets = np.zeros(len(offsets), dtype=np.int64)
+    # at most a space before every character and ' _nl_' for every line break
+    out = np.empty(2 * len(data) + 5 * int(np.count_nonzero(data == 10)) + 16, dtype=np.uint8)
+    out = _fasttext_tokens(data, offsets, class_table(), out_offsets, out)
+    return pa.LargeStringArray.from_buffers(len(text), pa.py_buffer(out_offsets), pa.py_buffer(out))

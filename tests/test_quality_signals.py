@@ -138,3 +138,21 @@ def test_character_classes_count_like_the_regexes():
         got = class_counts(arr)
         for key, pattern in (("letters", r"\pL"), ("numbers", r"\pN"), ("upper", r"\p{Lu}"), ("spaces", r"\s")):
             assert got[key].tolist() == T.count(arr, pattern).tolist(), key
+
+
+def test_fasttext_tokens_match_the_regex_definition():
+    """The compiled preprocessing gives the tokens of the regex chain it replaced."""
+    import re
+
+    import pyarrow.compute as pc
+
+    from assay.filters.kernels import fasttext_tokens
+
+    texts = [PROSE, "", "\n", " (x) ", "a\n\n  b\t\tc \r\n", "naïve café, 3.5%...", "a\u00a0b — «c»", "x\n", "Ünïcode 𝐀1 中文!"]
+    arr = pc.utf8_lower(pa.array(texts))
+    spaced = pc.replace_substring_regex(arr, r"([^\pL\pN\s])", r" \1 ")
+    spaced = pc.replace_substring_regex(spaced, r"[ \t\r\f\v]*\n\s*", " _nl_ ")
+    expected = [t.split(" ") if t else [] for t in pc.utf8_trim(pc.replace_substring_regex(spaced, r"\s+", " "), " ").to_pylist()]
+    got = [t.split(" ") if t else [] for t in fasttext_tokens(arr).to_pylist()]
+    assert got == expected
+    assert got[4] == ["a", "_nl_", "b", "c", "_nl_"]
