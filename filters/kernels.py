@@ -204,6 +204,19 @@ def class_counts(text: pa.Array) -> dict[str, np.ndarray]:
     return {"letters": out[:, 0], "numbers": out[:, 1], "upper": out[:, 2], "spaces": out[:, 3]}
 
 
+@njit(cache=True, inline="always")
+def _put_newline(out, pos, started):
+    """Write the `_nl_` token (after a space unless it opens the document); the new position."""
+    if started:
+        out[pos] = 32
+        pos += 1
+    out[pos] = 95  # _
+    out[pos + 1] = 110  # n
+    out[pos + 2] = 108  # l
+    out[pos + 3] = 95
+    return pos + 4
+
+
 @njit(cache=True)
 def _fasttext_tokens(data, offsets, table, out_offsets, out):
     """fastText's view of a (lower-cased) text: words of letters and numbers, every other visible
@@ -233,12 +246,7 @@ def _fasttext_tokens(data, offsets, table, out_offsets, out):
                 continue
             word = (f & 3) != 0
             if newline:
-                if started:
-                    out[pos] = 32
-                    pos += 1
-                for j in range(4):
-                    out[pos + j] = _NL[j]
-                pos += 4
+                pos = _put_newline(out, pos, started)
                 started = True
                 gap = True
             if started and (gap or not word or last_symbol):
@@ -253,17 +261,9 @@ def _fasttext_tokens(data, offsets, table, out_offsets, out):
             last_symbol = not word
             i += k
         if newline:
-            if started:
-                out[pos] = 32
-                pos += 1
-            for j in range(4):
-                out[pos + j] = _NL[j]
-            pos += 4
+            pos = _put_newline(out, pos, started)
     out_offsets[len(offsets) - 1] = pos
     return out[:pos]
-
-
-_NL = np.frombuffer(b"_nl_", dtype=np.uint8).copy()
 
 
 def fasttext_tokens(text: pa.Array) -> pa.Array:
