@@ -58,7 +58,7 @@ print(json.dumps(out))
 
 
 def corpus(n: int) -> list[str]:
-    from assay.filters.corpus import build, sample_page_ids
+    from assay.quality.corpus import build, sample_page_ids
 
     sets = build(ROOT.parent / "shared" / "data", sample_page_ids(ROOT))
     texts = [r["text"] for split in sets.values() for r in split]
@@ -116,8 +116,8 @@ def heuristics(texts: list[str], work: Path) -> dict:
 
 
 def fasttext_speed(texts: list[str]) -> dict:
-    from assay.filters.ftmodel import prepare
-    from assay.filters.scorers import FastTextScorer
+    from assay.quality.ftmodel import prepare
+    from assay.quality.scorers import FastTextScorer
     from assay.pipeline.schema import make_docs
 
     table = make_docs([{"text": t, "source": "b"} for t in texts])
@@ -161,8 +161,8 @@ def ensemble_speed(texts: list[str], work: Path, workers: int = 2) -> dict:
 
 
 def contrast_on_test_pages() -> dict:
-    from assay.filters.corpus import build, sample_page_ids
-    from assay.filters.evaluate import contrast
+    from assay.quality.corpus import build, sample_page_ids
+    from assay.quality.evaluate import contrast
 
     test = build(ROOT.parent / "shared" / "data", sample_page_ids(ROOT))["test"]
     result = contrast(test)

@@ -9,14 +9,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from assay.filters.corpus import read_jsonl_gz
-from assay.filters.tiers import TIERS
+from assay.quality.corpus import read_jsonl_gz
+from assay.quality.tiers import TIERS
 from assay.pipeline.dataset import Dataset, write_table
 from assay.pipeline.runner import run_stage
 from assay.pipeline.schema import make_docs
 from assay.pipeline.stage import resolve_stage
 
-DATA = Path(__file__).resolve().parents[1] / "filters" / "data"
+DATA = Path(__file__).resolve().parents[1] / "quality" / "data"
 
 
 def _docs(rows):
@@ -24,7 +24,7 @@ def _docs(rows):
 
 
 def test_train_score_calibrate_tier(tmp_path):
-    from assay.filters.ftmodel import train
+    from assay.quality.ftmodel import train
 
     rows = read_jsonl_gz(DATA / "contrast-train.jsonl.gz")
     model = train([r["text"] for r in rows], ["hq" if r["label"] else "lq" for r in rows], tmp_path / "m.ftz", epoch=10)

@@ -1,9 +1,9 @@
 """Rebuild the shipped models and calibration from the repository alone (`assay quality build-models`):
 
-1. web.ftz: fastText, clean (label hq) vs full page / shuffled / spam (lq), filters/data/contrast-train;
+1. web.ftz: fastText, clean (label hq) vs full page / shuffled / spam (lq), quality/data/contrast-train;
 2. lm.npz: the reference bigram LM on the clean rows of the same split;
 3. edu.ftz: fastText on 0-5 grades from the offline teacher (annotate.heuristic_grades);
-4. calibration.json: token-weighted percentiles of the default scores on filters/data/contrast-calib,
+4. calibration.json: token-weighted percentiles of the default scores on quality/data/contrast-calib,
    whose clean and junk halves weigh the same (so the top three tiers hold the better half), and of
    quality_code on the bundled sample's code files.
 Single-threaded training with fixed seeds: the same data gives the same files.
@@ -30,9 +30,9 @@ scorers_used = ("fasttext", "lm")  # the discriminative pair; edu, heuristics an
 def score_rows(rows: list[dict], models: Path = MODELS) -> pa.Table:
     """The default scorers' columns (no tiers) for contrast rows."""
     from .code_rules import CodeRules
-    from .rules import Rules
+    from assay.filters.rules import Rules
     from .scorers import FastTextScorer, LMScorer, MathScorer
-    from .signals import Signals
+    from assay.filters.signals import Signals
 
     table = make_docs([{"text": r["text"], "source": r.get("kind", "x"), "url": r.get("url") or None,
                         "content_type": r.get("content_type", "web")} for r in rows])
@@ -67,7 +67,7 @@ def build(out: Path = MODELS, data: Path = DATA, log=print) -> dict:
     log(f"web.ftz: {len(train)} rows")
     NgramLM.train_calibrated([r["text"] for r in train if r["label"]]).save(out / "lm.npz")
     log("lm.npz: clean rows")
-    import assay.filters.scorers as scorers
+    from . import scorers
 
     saved = dict(scorers.SHIPPED)
     scorers.SHIPPED.update({"lm": out / "lm.npz"})
@@ -87,7 +87,7 @@ def build(out: Path = MODELS, data: Path = DATA, log=print) -> dict:
     code_state = fit_histograms(code_rows, ["code"], None)  # code is scored on code files only
     code_state.pop(JOINT)  # the ensemble's percentiles stay those of the balanced web reference
     calibration = make_calibration([state, code_state], ENSEMBLE, scorers=list(scorers_used) + ["code"])
-    calibration["reference"] = {"rows": len(calib), "clean_rows": int(labels.sum()), "source": "filters/data/contrast-calib.jsonl.gz",
+    calibration["reference"] = {"rows": len(calib), "clean_rows": int(labels.sum()), "source": "quality/data/contrast-calib.jsonl.gz",
                                 "weighting": "tokens, clean and junk halves equal"}
     atomic_write_text(out / "calibration.json", json.dumps(calibration, sort_keys=True) + "\n")
     log(f"calibration.json: {len(calib)} rows, scorers {sorted(calibration['scorers'])}")

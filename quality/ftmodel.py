@@ -23,7 +23,7 @@ def prepare(text: pa.Array) -> list[str]:
     """Lower-case, punctuation split off words, and line breaks kept as a `_nl_` token: menus and link
     lists are runs of short lines, and a classifier that sees the breaks can tell them from prose.
     Tokens are joined by single spaces in one compiled pass over the bytes (kernels.fasttext_tokens)."""
-    from .kernels import fasttext_tokens
+    from assay.filters.kernels import fasttext_tokens
 
     longest = pc.max(pc.binary_length(text)).as_py() or 0  # bytes >= characters: no cut needed below
     if longest > MAX_CHARS:
