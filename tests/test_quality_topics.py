@@ -74,3 +74,12 @@ def test_a_trained_fasttext_classifier_replaces_the_zero_shot_tagger(tmp_path):
                                    {"text": "the striker scored a penalty in the match", "source": "t"}]))
     assert out.column("domain").to_pylist() == ["food_dining", "sports_fitness"]
     assert stage.encoder is None  # no MiniLM loaded when both taggers are trained classifiers
+
+
+def test_report_section_shows_topic_format_and_site_shares(tagged):
+    from assay.quality.report import stage_section
+
+    stage, _ = tagged
+    page = stage_section({"dir": "tagged", "stage": "quality.topics", "statistics": {"counters": dict(stage.stats.counters)}})
+    assert "Topic shares" in page and "Format shares" in page and "bakeathome.example" in page
+    assert "politics" in page and "33.3%" in page  # the site with 2 of 6 documents
