@@ -171,9 +171,19 @@ def ensemble_speed(texts: list[str], work: Path, workers: int = 2) -> dict:
     t = time.perf_counter()
     run_stage(resolve_stage("quality.tier")({}), [src], work / "tiered", options={"workers": workers})
     wall = time.perf_counter() - t
+    # CPU time of the same stage in this process (every thread counted): docs per CPU-second, which
+    # other load on a shared machine does not change the way it changes wall-clock throughput
+    stage = resolve_stage("quality.tier")({})
+    stage.ensure_setup()
+    stage.process(table.slice(0, 100))
+    cpu = time.process_time()
+    for start in range(0, table.num_rows, stage.batch_rows):
+        stage.process(table.slice(start, stage.batch_rows))
+    cpu = time.process_time() - cpu
+    stage.close()
     mean_bytes = float(np.mean([len(x.encode()) for x in texts]))
     return {"docs": len(texts), "workers": workers, "wall_s": round(wall, 2), "docs_per_s": round(len(texts) / wall),
-            "mean_doc_bytes": round(mean_bytes)}
+            "docs_per_cpu_s": round(len(texts) / cpu), "mean_doc_bytes": round(mean_bytes)}
 
 
 def contrast_on_test_pages() -> dict:
@@ -192,7 +202,8 @@ def main() -> int:
     ap.add_argument("--heuristic-docs", type=int, default=4_000, help="datatrove is slow: fewer docs for that part")
     args = ap.parse_args()
     texts = corpus(args.docs)
-    out: dict = {"machine": {"cpus": os.cpu_count()}, "note": "ratios over the same documents in one run"}
+    out: dict = {"machine": {"cpus": os.cpu_count(), "load_avg_1m_at_start": round(os.getloadavg()[0], 2)},
+                 "note": "ratios over the same documents in one run; wall-clock rates fall with other load on the machine"}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         out["heuristics_vs_datatrove"] = heuristics(texts[:args.heuristic_docs], work)
@@ -203,6 +214,7 @@ def main() -> int:
         print(json.dumps(out["default_ensemble_with_tiers"], indent=1), flush=True)
         out["default_ensemble_with_tiers_3kb"] = ensemble_speed(cut(texts, 3_000), work / "cut")
         print(json.dumps(out["default_ensemble_with_tiers_3kb"], indent=1), flush=True)
+    out["machine"]["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
     out["contrast_test_pages"] = contrast_on_test_pages()
     print(json.dumps(out["contrast_test_pages"], indent=1), flush=True)
     res = ROOT / "benchmarks" / "results" / "quality.json"
