@@ -1,9 +1,13 @@
-"""Compiled per-document n-gram repetition (Gopher): the only heuristic that is sequential by nature
-(the duplicate n-gram count skips past each repeat), so it runs as one numba pass over the batch's
-word codes instead of a Python loop over strings."""
+"""Compiled per-document passes where Arrow compute would need one regex match per character or a
+sequential scan: Gopher's n-gram repetition (the duplicate n-gram count skips past each repeat), one
+numba pass over the batch's word codes; and character-class counts (letters, numbers, upper case,
+spaces), one pass over the batch's UTF-8 bytes instead of a regex count per class."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+import pyarrow as pa
 from numba import njit
 
 TOP_NS = (2, 3, 4)
@@ -12,15 +16,17 @@ _MIX = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as int64: multiplica
 
 
 @njit(cache=True)
-def _ngram_hashes(codes, start, count, n):
-    out = np.empty(count, dtype=np.int64)
-    for i in range(count):
-        h = np.int64(n)
-        for j in range(n):
-            h = (h ^ codes[start + i + j]) * _MIX
-            h ^= h >> 29
-        out[i] = h
-    return out
+def _slot(table_keys, table_gen, gen, mask, h):
+    """Open addressing: the slot of hash h (claimed for this generation when new) and whether it was new."""
+    s = (h ^ (h >> 31)) & mask
+    while True:
+        if table_gen[s] != gen:
+            table_gen[s] = gen
+            table_keys[s] = h
+            return s, True
+        if table_keys[s] == h:
+            return s, False
+        s = (s + 1) & mask
 
 
 @njit(cache=True)
@@ -30,50 +36,241 @@ def ngram_repetition(codes, lengths, offsets, top_ns, dup_ns):
     top[d, k]: characters covered by the most frequent top_ns[k]-gram (its length with single spaces
     between words, times its count; ties go to the n-gram seen first);
     dup[d, k]: characters of dup_ns[k]-grams that repeat an earlier one, scanning left to right and
-    jumping past each repeat so no character counts twice (words joined without spaces)."""
+    jumping past each repeat so no character counts twice (words joined without spaces).
+
+    N-gram hashes grow one word at a time (the n-gram hash extends the (n-1)-gram hash), and counts
+    live in an open-addressing table reused across documents (a generation stamp clears it)."""
     n_docs = len(offsets) - 1
     top = np.zeros((n_docs, len(top_ns)), dtype=np.float64)
     dup = np.zeros((n_docs, len(dup_ns)), dtype=np.float64)
+    longest = 1
+    for d in range(n_docs):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    size = 1
+    while size < 2 * longest:
+        size *= 2
+    mask = np.int64(size - 1)
+    keys = np.zeros(size, dtype=np.int64)
+    gens = np.zeros(size, dtype=np.int64)
+    count = np.zeros(size, dtype=np.int64)
+    first = np.zeros(size, dtype=np.int64)
+    seen = np.zeros(size, dtype=np.bool_)
+    slots = np.empty(longest, dtype=np.int64)
+    h = np.empty(longest, dtype=np.int64)
+    max_n = 0
+    for k in range(len(top_ns)):
+        max_n = max(max_n, top_ns[k])
+    for k in range(len(dup_ns)):
+        max_n = max(max_n, dup_ns[k])
+    gen = 0
     for d in range(n_docs):
         start = offsets[d]
         m = offsets[d + 1] - start
-        for k in range(len(top_ns)):
-            n = top_ns[k]
+        for i in range(m):
+            h[i] = _MIX
+        for n in range(1, max_n + 1):
             c = m - n + 1
             if c <= 0:
+                break
+            for i in range(c):  # extend every (n-1)-gram hash by its next word
+                x = (h[i] ^ codes[start + i + n - 1]) * _MIX
+                h[i] = x ^ (x >> 29)
+            kt = -1
+            for k in range(len(top_ns)):
+                if top_ns[k] == n:
+                    kt = k
+            kd = -1
+            for k in range(len(dup_ns)):
+                if dup_ns[k] == n:
+                    kd = k
+            if kt < 0 and kd < 0:
                 continue
-            h = _ngram_hashes(codes, start, c, n)
-            order = np.argsort(h, kind="mergesort")
-            best_count, best_first, run, run_first = 0, 0, 0, 0
-            for r in range(c):
-                i = order[r]
-                if r > 0 and h[i] == h[order[r - 1]]:
-                    run += 1
-                else:
-                    run, run_first = 1, i
-                if run > best_count or (run == best_count and run_first < best_first):
-                    best_count, best_first = run, run_first
-            chars = n - 1
-            for j in range(n):
-                chars += lengths[start + best_first + j]
-            top[d, k] = best_count * chars
-        for k in range(len(dup_ns)):
-            n = dup_ns[k]
-            c = m - n + 1
-            if c <= 0:
-                continue
-            h = _ngram_hashes(codes, start, c, n)
-            seen = {np.int64(0)}
-            seen.clear()
-            i = 0
-            total = 0
-            while i < c:
-                if h[i] in seen:
-                    for j in range(n):
-                        total += lengths[start + i + j]
-                    i += n
-                else:
-                    seen.add(h[i])
-                    i += 1
-            dup[d, k] = total
+            gen += 1
+            for i in range(c):
+                s, new = _slot(keys, gens, gen, mask, h[i])
+                slots[i] = s
+                if new:
+                    count[s] = 0
+                    first[s] = i
+                    seen[s] = False
+                count[s] += 1
+            if kt >= 0:
+                best_count, best_first = 0, 0
+                for i in range(c):
+                    s = slots[i]
+                    if count[s] > best_count or (count[s] == best_count and first[s] < best_first):
+                        best_count, best_first = count[s], first[s]
+                chars = n - 1
+                for j in range(n):
+                    chars += lengths[start + best_first + j]
+                top[d, kt] = best_count * chars
+            if kd >= 0:
+                i = 0
+                total = 0
+                while i < c:
+                    s = slots[i]
+                    if seen[s]:
+                        for j in range(n):
+                            total += lengths[start + i + j]
+                        i += n
+                    else:
+                        seen[s] = True
+                        i += 1
+                dup[d, kd] = total
     return top, dup
+
+
+# Character classes as RE2 sees them: \pL letters, \pN numbers, \p{Lu} upper case, \pM marks, and
+# \s = [\t\n\f\r ] (ASCII only in RE2).
+LETTER, NUMBER, UPPER, SPACE, MARK = 1, 2, 4, 8, 16
+
+
+_CLASS_OF = {**{c: LETTER for c in ("Ll", "Lt", "Lm", "Lo")}, "Lu": LETTER | UPPER, "Nd": NUMBER, "Nl": NUMBER,
+             "No": NUMBER, "Mn": MARK, "Mc": MARK, "Me": MARK}
+TABLE_END = 0x32400  # past the last assigned letters (CJK extension H): only marks, symbols, private use
+
+
+@functools.cache
+def class_table() -> np.ndarray:
+    """One byte of class flags per Unicode code point below TABLE_END (built in about 0.1 s)."""
+    import unicodedata
+
+    table = np.fromiter((_CLASS_OF.get(unicodedata.category(chr(cp)), 0) for cp in range(TABLE_END)),
+                        dtype=np.uint8, count=TABLE_END)
+    for c in "\t\n\f\r ":
+        table[ord(c)] = SPACE
+    return table
+
+
+def utf8_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, offsets[n + 1] into them) of an Arrow string array, without copying the text."""
+    if pa.types.is_string(text.type):
+        width = np.int32
+    elif pa.types.is_large_string(text.type):
+        width = np.int64
+    else:
+        raise TypeError(f"expected a string array, got {text.type}")
+    _, off_buf, data_buf = text.buffers()
+    offsets = np.frombuffer(off_buf, dtype=width)[text.offset:text.offset + len(text) + 1].astype(np.int64)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return data, offsets
+
+
+@njit(cache=True, inline="always")
+def _decode(data, i):
+    """(code point, bytes) of the UTF-8 sequence at data[i] (Arrow strings are valid UTF-8)."""
+    b = data[i]
+    if b < 0x80:
+        return np.int64(b), 1
+    if b < 0xE0:
+        return ((np.int64(b) & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
+    if b < 0xF0:
+        return ((np.int64(b) & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F), 3
+    return (((np.int64(b) & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
+            | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)), 4
+
+
+@njit(cache=True)
+def _class_counts(data, offsets, table):
+    n = len(offsets) - 1
+    out = np.zeros((n, 4), dtype=np.float64)  # letters, numbers, upper, spaces
+    for d in range(n):
+        i = offsets[d]
+        end = offsets[d + 1]
+        letters = numbers = upper = spaces = 0
+        while i < end:
+            cp, k = _decode(data, i)
+            i += k
+            f = table[cp] if cp < len(table) else 0
+            if f & 1:
+                letters += 1
+                if f & 4:
+                    upper += 1
+            elif f & 2:
+                numbers += 1
+            elif f & 8:
+                spaces += 1
+        out[d, 0] = letters
+        out[d, 1] = numbers
+        out[d, 2] = upper
+        out[d, 3] = spaces
+    return out
+
+
+def class_counts(text: pa.Array) -> dict[str, np.ndarray]:
+    """Per document: counts of \\pL, \\pN, \\p{Lu} and \\s characters, in one pass over the bytes."""
+    data, offsets = utf8_buffers(text)
+    out = _class_counts(data, offsets, class_table())
+    return {"letters": out[:, 0], "numbers": out[:, 1], "upper": out[:, 2], "spaces": out[:, 3]}
+
+
+@njit(cache=True, inline="always")
+def _put_newline(out, pos, started):
+    """Write the `_nl_` token (after a space unless it opens the document); the new position."""
+    if started:
+        out[pos] = 32
+        pos += 1
+    out[pos] = 95  # _
+    out[pos + 1] = 110  # n
+    out[pos + 2] = 108  # l
+    out[pos + 3] = 95
+    return pos + 4
+
+
+@njit(cache=True)
+def _fasttext_tokens(data, offsets, table, out_offsets, out):
+    """fastText's view of a (lower-cased) text: words of letters and numbers, every other visible
+    character a token of its own, a run of whitespace holding a line break the token `_nl_`, tokens
+    joined by single spaces, written to `out` (large enough); returns the bytes used."""
+    pos = 0
+    for d in range(len(offsets) - 1):
+        out_offsets[d] = pos
+        i = offsets[d]
+        end = offsets[d + 1]
+        started = False
+        gap = False  # whitespace since the last token
+        newline = False  # ... holding a line break
+        last_symbol = False
+        while i < end:
+            b = data[i]
+            if b < 0x80:
+                cp, k = np.int64(b), 1
+            else:
+                cp, k = _decode(data, i)
+            f = table[cp] if cp < len(table) else 0
+            if (f & 8) or cp == 11:  # \s (and \v)
+                gap = True
+                if cp == 10:
+                    newline = True
+                i += k
+                continue
+            word = (f & 3) != 0
+            if newline:
+                pos = _put_newline(out, pos, started)
+                started = True
+                gap = True
+            if started and (gap or not word or last_symbol):
+                out[pos] = 32
+                pos += 1
+            for j in range(k):
+                out[pos + j] = data[i + j]
+            pos += k
+            started = True
+            gap = False
+            newline = False
+            last_symbol = not word
+            i += k
+        if newline:
+            pos = _put_newline(out, pos, started)
+    out_offsets[len(offsets) - 1] = pos
+    return out[:pos]
+
+
+def fasttext_tokens(text: pa.Array) -> pa.Array:
+    """The text as fastText tokens (see _fasttext_tokens), as an Arrow string array."""
+    data, offsets = utf8_buffers(text)
+    out_offsets = np.zeros(len(offsets), dtype=np.int64)
+    # at most a space before every character and ' _nl_' for every line break
+    out = np.empty(2 * len(data) + 5 * int(np.count_nonzero(data == 10)) + 16, dtype=np.uint8)
+    out = _fasttext_tokens(data, offsets, class_table(), out_offsets, out)
+    return pa.LargeStringArray.from_buffers(len(text), pa.py_buffer(out_offsets), pa.py_buffer(out))

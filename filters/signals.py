@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from assay.pipeline.stage import MapStage, NoParams, register, set_column, with_rejects
 
 from . import textops as T
-from .kernels import DUP_NS, TOP_NS, ngram_repetition
+from .kernels import DUP_NS, TOP_NS, class_counts, ngram_repetition
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 # Characters that end a sentence-like line (FineWeb's "stop chars"; the common scripts' full stops).
@@ -69,9 +69,11 @@ def compute_signals(text: pa.Array) -> dict[str, np.ndarray]:
 
     # --- words: Gopher quality ---
     w = T.words(text)
-    wlen = w.lengths()
-    symbol_only = w.matches(r"^[^\pL\pN\pM]+$")
-    has_alpha = w.matches(r"\pL")
+    codes, dictionary = w.codes()  # word features are computed once per distinct word
+    dict_len = T._np(pc.utf8_length(dictionary)).astype(np.int64)
+    wlen = dict_len[codes]
+    symbol_only = T._np(pc.match_substring_regex(dictionary, r"^[^\pL\pN\pM]+$"))[codes]
+    has_alpha = T._np(pc.match_substring_regex(dictionary, r"\pL"))[codes]
     n_words = w.per_doc()
     real = ~symbol_only
     n_real = w.per_doc(real)
@@ -81,7 +83,6 @@ def compute_signals(text: pa.Array) -> dict[str, np.ndarray]:
     ell = T.count(text, "...", regex=False) + T.count(text, "…", regex=False)
     out["gopher_ellipsis_ratio"] = T.ratio(ell, n_words)
     out["gopher_alpha_words"] = T.ratio(w.per_doc(has_alpha), n_words)
-    codes, dictionary = w.codes()
     stop_codes = np.flatnonzero(T._np(pc.is_in(dictionary, value_set=pa.array(STOP_WORDS))))
     is_stop = np.isin(codes, stop_codes)
     if is_stop.any():
@@ -92,7 +93,6 @@ def compute_signals(text: pa.Array) -> dict[str, np.ndarray]:
 
     # --- n-gram repetition (compiled) ---
     offsets = np.concatenate(([0], np.cumsum(np.bincount(w.doc, minlength=n)))).astype(np.int64)
-    dict_len = T._np(pc.utf8_length(dictionary)).astype(np.int64)
     top, dup = ngram_repetition(codes, dict_len[codes], offsets, np.array(TOP_NS, np.int64), np.array(DUP_NS, np.int64))
     for k, m in enumerate(TOP_NS):
         out[f"rep_top_{m}gram"] = T.ratio(top[:, k], chars)
@@ -124,8 +124,8 @@ def compute_signals(text: pa.Array) -> dict[str, np.ndarray]:
     longest_word = T._np(pc.match_substring_regex(stripped, r"\S{1000}\S"))
     cleaned = pc.replace_substring_regex(stripped, C4_CITATION, "")
     terminal = T._np(pc.match_substring_regex(cleaned, C4_END)) & ~T._np(pc.ends_with(cleaned, "..."))
-    line_words = T._np(pc.count_substring_regex(stripped, r"\S+"))
-    base = ~longest_word & terminal & (line_words >= 3)
+    three_words = T._np(pc.match_substring_regex(stripped, r"\S+\s+\S+\s+\S"))  # at least 3 words
+    base = ~longest_word & terminal & three_words
     lower = pc.utf8_lower(cleaned)
     js = T._np(pc.match_substring(lower, "javascript"))
     curly = T._np(pc.match_substring(cleaned, "{"))
@@ -151,11 +151,11 @@ def compute_signals(text: pa.Array) -> dict[str, np.ndarray]:
     out["fw_newline_ratio"] = T.ratio(T.count(text, "\n", regex=False), n_words)
 
     # --- character mix, word order, math and code ---
-    nonspace = chars - T.count(text, r"\s")
-    letters = T.count(text, r"\pL")
-    digits = T.count(text, r"\pN")
-    out["symbol_ratio"] = T.ratio(nonspace - letters - digits, nonspace)
-    out["upper_ratio"] = T.ratio(T.count(text, r"\p{Lu}"), letters)
+    classes = class_counts(text)  # \pL, \pN, \p{Lu}, \s in one compiled pass
+    nonspace = chars - classes["spaces"]
+    letters = classes["letters"]
+    out["symbol_ratio"] = T.ratio(nonspace - letters - classes["numbers"], nonspace)
+    out["upper_ratio"] = T.ratio(classes["upper"], letters)
     ends_then_word = T.count(text, r"[.!?]\s+\pL")
     out["sentence_caps"] = T.ratio(T.count(text, r"[.!?]\s+\p{Lu}"), ends_then_word, empty=1.0)
     out["math_density"] = T.ratio(T.count(text, MATH_MARKS), n_words)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from assay.filters.code_rules import CodeRules
+from assay.quality.code_rules import CodeRules
 from assay.filters.pii import Pii, luhn_ok
 from assay.pipeline.schema import make_docs
 

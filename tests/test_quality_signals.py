@@ -84,3 +84,75 @@ def test_signals_agree_with_plain_python_definitions():
     # top 2-gram "a b" x4 = 3 chars * 4 over 30 characters
     assert sig["rep_top_2gram"][1] == pytest.approx(12 / len(texts[1]))
     assert np.all(np.isfinite(np.stack(list(sig.values()))))
+
+
+def _top_ngram_chars(words: list[str], n: int) -> int:
+    """Datatrove's definition, in plain Python: the most frequent n-gram's characters times its count."""
+    grams = [" ".join(words[i:i + n]) for i in range(len(words) - n + 1)]
+    if not grams:
+        return 0
+    counts: dict[str, int] = {}
+    for g in grams:
+        counts[g] = counts.get(g, 0) + 1
+    best = max(counts, key=lambda g: (counts[g], -grams.index(g)))
+    return len(best) * counts[best]
+
+
+def _dup_ngram_chars(words: list[str], n: int) -> int:
+    seen, total, i = set(), 0, 0
+    while i < len(words) - n + 1:
+        gram = "".join(words[i:i + n])
+        if gram in seen:
+            total += len(gram)
+            i += n
+        else:
+            seen.add(gram)
+            i += 1
+    return total
+
+
+def test_ngram_repetition_kernel_matches_plain_python():
+    from assay.filters.kernels import DUP_NS, TOP_NS, ngram_repetition
+
+    rng = np.random.default_rng(0)
+    vocab = ["a", "bb", "ccc", "dddd", "river", "the", "of"]
+    docs = [list(rng.choice(vocab, size=int(rng.integers(0, 60)))) for _ in range(40)]
+    docs.append(["x", "y", "z"] * 30)  # a loop: every long n-gram repeats
+    flat = [w for d in docs for w in d]
+    codes = np.array([vocab.index(w) if w in vocab else len(vocab) + "xyz".index(w) for w in flat], np.int64)
+    offsets = np.concatenate(([0], np.cumsum([len(d) for d in docs]))).astype(np.int64)
+    lengths = np.array([len(w) for w in flat], np.int64)
+    top, dup = ngram_repetition(codes, lengths, offsets, np.array(TOP_NS), np.array(DUP_NS))
+    for i, d in enumerate(docs):
+        assert top[i].tolist() == [_top_ngram_chars(d, n) for n in TOP_NS], i
+        assert dup[i].tolist() == [_dup_ngram_chars(d, n) for n in DUP_NS], i
+    assert dup[-1].min() > 0
+
+
+def test_character_classes_count_like_the_regexes():
+    from assay.filters import textops as T
+    from assay.filters.kernels import class_counts
+
+    texts = [PROSE, "", "ÀÉÎ õü Straße 42 ١٢٣ 𝐀𝐛 𝟏 中文 e\u0301\u00a0x\ty\u000bz\r\n", "ABC def\f\n"]
+    for arr in (pa.array(texts), pa.array(texts, pa.large_string()).slice(1)):
+        got = class_counts(arr)
+        for key, pattern in (("letters", r"\pL"), ("numbers", r"\pN"), ("upper", r"\p{Lu}"), ("spaces", r"\s")):
+            assert got[key].tolist() == T.count(arr, pattern).tolist(), key
+
+
+def test_fasttext_tokens_match_the_regex_definition():
+    """The compiled preprocessing gives the tokens of the regex chain it replaced."""
+    import re
+
+    import pyarrow.compute as pc
+
+    from assay.filters.kernels import fasttext_tokens
+
+    texts = [PROSE, "", "\n", " (x) ", "a\n\n  b\t\tc \r\n", "naïve café, 3.5%...", "a\u00a0b — «c»", "x\n", "Ünïcode 𝐀1 中文!"]
+    arr = pc.utf8_lower(pa.array(texts))
+    spaced = pc.replace_substring_regex(arr, r"([^\pL\pN\s])", r" \1 ")
+    spaced = pc.replace_substring_regex(spaced, r"[ \t\r\f\v]*\n\s*", " _nl_ ")
+    expected = [t.split(" ") if t else [] for t in pc.utf8_trim(pc.replace_substring_regex(spaced, r"\s+", " "), " ").to_pylist()]
+    got = [t.split(" ") if t else [] for t in fasttext_tokens(arr).to_pylist()]
+    assert got == expected
+    assert got[4] == ["a", "_nl_", "b", "c", "_nl_"]

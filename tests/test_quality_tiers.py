@@ -9,14 +9,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from assay.filters.corpus import read_jsonl_gz
-from assay.filters.tiers import TIERS
+from assay.quality.corpus import read_jsonl_gz
+from assay.quality.tiers import TIERS
 from assay.pipeline.dataset import Dataset, write_table
 from assay.pipeline.runner import run_stage
 from assay.pipeline.schema import make_docs
 from assay.pipeline.stage import resolve_stage
 
-DATA = Path(__file__).resolve().parents[1] / "filters" / "data"
+DATA = Path(__file__).resolve().parents[1] / "quality" / "data"
 
 
 def _docs(rows):
@@ -24,7 +24,7 @@ def _docs(rows):
 
 
 def test_train_score_calibrate_tier(tmp_path):
-    from assay.filters.ftmodel import train
+    from assay.quality.ftmodel import train
 
     rows = read_jsonl_gz(DATA / "contrast-train.jsonl.gz")
     model = train([r["text"] for r in rows], ["hq" if r["label"] else "lq" for r in rows], tmp_path / "m.ftz", epoch=10)
@@ -75,3 +75,27 @@ def test_same_columns_and_tiers_on_every_engine(tmp_path, engine, request):
     other = Dataset(run_stage(stage(), [src], tmp_path / engine, engine=request.getfixturevalue(f"{engine}_engine")).out).read()
     key = lambda t: t.sort_by("id").drop_columns([c for c in t.column_names if c.startswith("reject")])  # noqa: E731
     assert key(local).equals(key(other))
+
+
+def test_build_moves_the_top_three_boundary_to_balance_clean_and_junk():
+    """With more junk than clean mass above the reference's median, the default boundary (bucket 10)
+    would drop clean documents; the build's cut-off choice moves it so both shares are high."""
+    from assay.quality.build import balanced_cutoffs
+    from assay.quality.tiers import fit_histograms, make_calibration
+
+    rng = np.random.default_rng(0)
+    clean = np.clip(rng.normal(0.8, 0.05, 400), 0, 1)
+    junk = np.clip(rng.normal(0.3, 0.05, 600), 0, 1)
+    scores = np.concatenate([clean, junk])
+    labels = np.concatenate([np.ones(400, int), np.zeros(600, int)])
+    table = make_docs([{"text": "x" * 400, "source": "t", "url": f"u{i}"} for i in range(len(scores))])
+    table = table.append_column("quality_web", pa.array(scores, pa.float32()))
+    calibration = make_calibration([fit_histograms(table, ["web"], None)], "mean")  # not balanced: junk is 60%
+    cut = balanced_cutoffs(table, labels, calibration)
+    from assay.quality.tiers import TierOptions, assign
+
+    _, _, tier, _ = assign(table, calibration, TierOptions(cutoffs=cut))
+    assert (tier[labels == 1] <= 2).mean() >= 0.99 and (tier[labels == 0] >= 3).mean() >= 0.99
+    assert cut["Medium"] != 10 and cut["High"] == 17
+    _, _, default_tier, _ = assign(table, calibration, TierOptions())
+    assert (default_tier[labels == 0] >= 3).mean() < 0.9  # the default boundary lets junk into the top three

@@ -12,10 +12,10 @@ from pydantic import Field
 from assay.pipeline.stage import MapStage, register, with_rejects
 
 from .code_rules import CodeRules
-from .rules import Rules
+from assay.filters.rules import Rules
 from .scorers import FastTextScorer, LMScorer, MathScorer
-from .signals import COLUMNS as SIGNAL_COLUMNS
-from .signals import Signals
+from assay.filters.signals import COLUMNS as SIGNAL_COLUMNS
+from assay.filters.signals import Signals
 from .tiers import TIER_COLUMNS, TiersParams, load_calibration, write_tiers
 
 SCORERS = ("fasttext", "edu", "lm", "heuristics", "math", "code")

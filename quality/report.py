@@ -1,5 +1,5 @@
 """Report section for the quality stages, read from manifests' statistics (never the corpus): rule hit
-rates, code rule hits, PII counts, score histograms and tier shares per source."""
+rates, code rule hits, PII counts, score histograms, tier shares per source, topic, format and site shares."""
 from __future__ import annotations
 
 import html
@@ -10,7 +10,7 @@ from assay.pipeline.report import load_stages
 from .tiers import TIERS
 
 QUALITY_STAGES = ("filter.rules", "filter.pii", "quality.code_rules", "quality.tier", "quality.calibrate", "quality.tiers",
-                  "quality.fasttext", "quality.lm", "quality.math")
+                  "quality.fasttext", "quality.lm", "quality.math", "quality.topics")
 
 
 def _table(headers, rows) -> str:
@@ -74,6 +74,13 @@ def stage_section(manifest: dict) -> str:
             total = sum(shares.values()) or 1
             rows.append([source] + [f"{shares.get(t, 0) / total:.1%}" for t in TIERS])
         parts.append("<p>Tier shares per source (token-weighted)</p>" + _table(["source", *TIERS], rows))
+    for kind, label in (("domain", "Topic"), ("format", "Format"), ("site", "Site")):
+        shares = sorted(((k.split(".", 1)[1], v) for k, v in counters.items() if k.startswith(f"{kind}_docs.")),
+                        key=lambda kv: -kv[1])
+        total = sum(v for _, v in shares) or 1
+        if shares:
+            parts.append(f"<p>{label} shares (documents; top 15)</p>"
+                         + _table([kind, "documents", "share"], [(k, f"{int(v):,}", f"{v / total:.1%}") for k, v in shares[:15]]))
     parts.append(_score_plot(stats.get("histograms", {}), manifest.get("dir", "")))
     return "".join(parts) if len(parts) > 1 else ""
 

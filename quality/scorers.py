@@ -1,7 +1,7 @@
 """Fast quality scorers: each a map stage writing `quality_<name>` in [0, 1] (higher is better) and
 deciding nothing. Models load in setup() once per worker and are released in teardown().
 
-Shipped models (filters/models/, rebuilt by `assay quality build-models`):
+Shipped models (quality/models/, rebuilt by `assay quality build-models`):
 * `web.ftz`: fastText, clean main content vs full pages, shuffled words and keyword spam (DCLM-style);
 * `edu.ftz`: fastText distilled from graded labels (`assay quality annotate`, FineWeb-Edu recipe);
 * `lm.npz`: the reference bigram language model (lm.py), CCNet-style.
@@ -20,7 +20,7 @@ from pydantic import Field
 from assay.pipeline.errors import UserError
 from assay.pipeline.stage import MapStage, NoParams, Params, register, set_column, with_rejects
 
-from . import textops as T
+from assay.filters import textops as T
 
 MODELS = Path(__file__).resolve().parent / "models"
 SHIPPED = {"web": MODELS / "web.ftz", "edu": MODELS / "edu.ftz", "lm": MODELS / "lm.npz"}

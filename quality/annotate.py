@@ -57,9 +57,9 @@ def heuristic_grades(texts: Sequence[str]) -> list[int]:
     (2) word order the reference LM recognises, (3) STEM or explanatory density, (4) no heuristic rule
     hit, (5) 400+ words that pass everything else."""
     from .lm import NgramLM
-    from .rules import Rules
+    from assay.filters.rules import Rules
     from .scorers import SHIPPED, math_scores
-    from .signals import compute_signals
+    from assay.filters.signals import compute_signals
 
     arr = pa.array(list(texts), pa.string())
     sig = compute_signals(arr)

@@ -3,8 +3,8 @@
 (`full`), its words shuffled (`shuffled`) and keyword spam made from its own vocabulary (`spam`) are
 junk. Pages are split by a hash of their id, so a page and its variants never straddle two splits.
 
-`python -m assay.filters.corpus OUT_DIR` rebuilds the committed training and calibration sets
-(filters/data/) from ../shared/data (aeb and magic-html article pages); the test split is never
+`python -m assay.quality.corpus OUT_DIR` rebuilds the committed training and calibration sets
+(quality/data/) from ../shared/data (aeb and magic-html article pages); the test split is never
 written there.
 """
 from __future__ import annotations

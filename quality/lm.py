@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from . import textops as T
+from assay.filters import textops as T
 
 UNI_BITS = 18
 BI_BITS = 22

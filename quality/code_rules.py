@@ -16,8 +16,8 @@ from pydantic import Field
 
 from assay.pipeline.stage import MapStage, Params, register, set_column, with_rejects
 
-from . import textops as T
-from .rules import hit_lists
+from assay.filters import textops as T
+from assay.filters.rules import hit_lists
 
 LANGUAGES = {
     "python": (".py", ".pyi"), "javascript": (".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx"), "java": (".java",),

@@ -96,9 +96,9 @@ def register_commands(cli: click.Group) -> None:
         click.echo(f"{out}: {len(texts)} rated ({backend})")
 
     @group.command("build-models")
-    @click.option("--out", type=click.Path(path_type=Path), default=None, help="Default: the package's filters/models")
+    @click.option("--out", type=click.Path(path_type=Path), default=None, help="Default: the package's quality/models")
     def build_cmd(out):
-        """Rebuild the shipped models and calibration from filters/data (the repository alone).
+        """Rebuild the shipped models and calibration from quality/data (the repository alone).
 
         \b
         Example:

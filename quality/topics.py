@@ -1,0 +1,180 @@
+"""`quality.topics`: topic (`domain`) and format tags on a WebOrganizer-style taxonomy, with site and
+category shares in the statistics so the mixer can cap over-represented ones.
+
+Offline default: zero-shot, the label whose description embeds nearest to the document's first
+`max_tokens` tokens under all-MiniLM-L6-v2 (embed.py; the descriptions below are Assay's own).
+Replaceable by trained classifiers: `--model` / `--format-model` take a fastText model whose labels
+are the slugs (`assay quality train topics.ftz --labelled tagged.jsonl --label-key domain`, for
+example on a sample this stage tagged), which runs at fastText speed instead of MiniLM's.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import Field
+
+from assay.filters import textops as T
+from assay.pipeline.errors import UserError
+from assay.pipeline.stage import MapStage, Params, register, set_column, with_rejects
+
+from .scorers import approx_tokens
+
+TOPICS: dict[str, str] = {
+    "adult": "Explicit sex: porn videos, nude girls, naked models, sex cams, escorts and erotic adult chat.",
+    "art_design": "Art and design: painting, sculpture, photography, museums, galleries, graphic and interior design.",
+    "software_dev": "Programming and source code: def function return, import, class, variables, Python, JavaScript, debugging and compilers.",
+    "crime_law": "Crime and law: the court, the judge and the jury, lawsuits, police arrests, criminal charges, lawyers and legal rights.",
+    "education_jobs": "Education and jobs: schools, universities, teaching, students, careers, hiring and job applications.",
+    "hardware": "Computer hardware and electronics: processors, graphics cards, laptops, phones, circuits and devices.",
+    "entertainment": "Entertainment: movies, television shows, music, celebrities, concerts and streaming.",
+    "social_life": "Social life: friendship, relationships, parenting, weddings, family and everyday personal life.",
+    "fashion_beauty": "Fashion and beauty: clothing, style, makeup, skincare, hair and accessories.",
+    "finance_business": "Finance and business: companies, markets, stocks, banking, investing, money and the economy.",
+    "food_dining": "Food and dining: recipes, cooking, ingredients, baking, restaurants and drinks.",
+    "games": "Games: video games, board games, gaming consoles, players, levels and esports.",
+    "health": "Health and medicine: diseases, symptoms, treatment, doctors, hospitals, nutrition and mental health.",
+    "history": "History: past centuries, ancient civilisations, wars, empires, kings and historical events.",
+    "home_hobbies": "Home and hobbies: gardening, DIY, home improvement, crafts, pets and collecting.",
+    "industrial": "Industry: manufacturing, construction, energy, mining, agriculture, factories and engineering plants.",
+    "literature": "Literature: a novel and its author, poetry, books, chapters, literary criticism and reading.",
+    "politics": "Politics: government, elections, political parties, policy, diplomacy and public affairs.",
+    "religion": "Religion and spirituality: God, faith, church, scripture, prayer and religious traditions.",
+    "science_tech": "Science and technology: physics, chemistry, biology, mathematics, research, experiments and theories.",
+    "software": "Software products and the internet: apps, websites, operating systems, online services and how to use them.",
+    "sports_fitness": "Sports and fitness: the team won the match, the player scored a goal, league season, coach, football, tennis, athletes, workouts.",
+    "transportation": "Transportation: cars, vehicles, trains, aviation, shipping, roads and traffic.",
+    "travel": "Travel and tourism: destinations, hotels, trips, sightseeing, flights and vacations.",
+}
+
+FORMATS: dict[str, str] = {
+    "academic_writing": "Abstract. In this paper we propose a method; experiments and results show; related work [1]; conclusion and references.",
+    "content_listing": "Home | Categories | Latest posts | Archives: links to article titles, tags, page 1 2 3 next, search results.",
+    "creative_writing": "Once upon a time she walked into the dark forest, and he whispered; a short story, fiction, a poem with verses.",
+    "customer_support": "Need help? Contact customer service to reset your password, track your order, request a refund or troubleshoot your account.",
+    "comment_section": "Comments: great post, thanks for sharing! Reply. Posted by user 3 hours ago. I disagree. Reply. Like.",
+    "faq": "Frequently asked questions. Q: How do I ...? A: You can ... Q: What is ...? A: It is ...",
+    "truncated": "A short fragment of a page cut off mid-sentence ... read more, continue reading.",
+    "knowledge_article": "An encyclopedia article: the subject is defined, its history, characteristics and classification explained neutrally, like Wikipedia.",
+    "legal_notices": "Terms of service and privacy policy: by using this site you agree; we use cookies; disclaimer; all rights reserved; license.",
+    "listicle": "Top 10 best tips: 1. first item, 2. second item, 3. third item; here are seven reasons why you should.",
+    "news_article": "News report: officials said on Tuesday, according to a statement; the minister told reporters; police reported; the vote was held yesterday.",
+    "nonfiction_writing": "An essay or opinion column: I argue that our society should reconsider; long-form commentary and reflection on an idea.",
+    "about_org": "About us: our company was founded in 2005; our mission, our team and the services we offer to clients.",
+    "news_org": "Press release: the company today announced the launch of its new product and a partnership; for media inquiries contact.",
+    "about_personal": "About me: I am a designer and photographer based in London; my biography, resume, skills and portfolio.",
+    "personal_blog": "My blog post: last weekend I went with my kids, and honestly I loved it; in this post I share my experience.",
+    "product_page": "Product details: price $29.99, add to cart, in stock, free shipping, specifications, size, color, customer rating.",
+    "qa_forum": "Question asked by a user in a forum thread: how do I fix this error? Answer: try this. Accepted answer, upvotes.",
+    "spam_ads": "Buy cheap pills online best price casino bonus click here free download win money now keyword keyword.",
+    "structured_data": "Table of data: name, date, value, score; rows of statistics, records, schedules and numeric fields.",
+    "documentation": "API reference documentation: parameters, return value, type, default, example usage of the function and its options.",
+    "audio_transcript": "Transcript: HOST: Welcome to the podcast. GUEST: Thanks for having me. [laughter] Interview, speech or video transcript.",
+    "tutorial": "How-to tutorial: step 1, open the settings; step 2, click; then add the ingredients and follow these step by step instructions.",
+    "user_review": "My review: 4 out of 5 stars; I bought this product and the quality is good, pros and cons, would recommend.",
+}
+
+
+class TopicsParams(Params):
+    model: str = Field("minilm", description="'minilm' (zero-shot over the topic descriptions) or a fastText topic model path")
+    format_model: str = Field("minilm", description="'minilm' (zero-shot over the format descriptions) or a fastText format model path")
+    max_tokens: int = Field(128, ge=8, le=512, description="MiniLM reads the first this many tokens of each document")
+    min_site_docs: int = Field(2, ge=1, description="Sites with fewer documents in a batch are counted together as site._other")
+
+
+class _ZeroShot:
+    """Nearest label description under the shared encoder."""
+
+    def __init__(self, encoder, labels: dict[str, str]):
+        self.names = list(labels)
+        self.encoder = encoder
+        vectors = encoder.encode(list(labels.values()))
+        # Centred: what the descriptions share (that they describe web pages) decides nothing.
+        self.vectors = vectors - vectors.mean(axis=0)
+
+    def predict(self, text: pa.Array, doc_vectors: np.ndarray | None) -> list[str]:
+        sims = doc_vectors @ self.vectors.T
+        return [self.names[i] for i in sims.argmax(axis=1)]
+
+
+class _FastText:
+    def __init__(self, path: Path):
+        from .ftmodel import Classifier
+
+        self.classifier = Classifier(path)
+
+    def predict(self, text: pa.Array, doc_vectors: np.ndarray | None) -> list[str]:
+        probs = self.classifier.probabilities(text)
+        return [self.classifier.labels[i] for i in probs.argmax(axis=1)] if len(probs) else []
+
+
+def sites(table: pa.Table) -> np.ndarray:
+    """The host of each document's url, lower-case and without www. ('' when there is none)."""
+    if "url" not in table.column_names:
+        return np.full(table.num_rows, "", dtype=object)
+    url = pc.utf8_lower(pc.fill_null(table.column("url"), ""))
+    host = pc.struct_field(pc.extract_regex(url, r"^(?:[a-z][a-z0-9+.-]*://)?(?:[^@/]*@)?(?P<host>[^/:?#]*)"), [0])
+    host = pc.replace_substring_regex(pc.fill_null(host, ""), r"^www\d?\.", "")
+    return T._np(host)
+
+
+@register("quality.topics")
+class Topics(MapStage):
+    """Tag each document's topic (`domain`) and `format` on a WebOrganizer-style taxonomy of 24 topics
+    and 24 formats: zero-shot by MiniLM embedding similarity to label descriptions (offline), or with
+    trained fastText classifiers. Statistics: documents and tokens per topic and format, documents per
+    site, for the mixer's caps. Drops nothing.
+
+    Example: assay quality topics runs/x/tiered runs/x/tagged
+    """
+
+    Params = TopicsParams
+    holds_model = True
+    path_params = ("model", "format_model")
+    columns = {"domain": pa.string(), "format": pa.string()}
+    batch_rows = 1_000
+
+    def setup(self) -> None:
+        encoder = None
+        self.taggers = []
+        for value, labels in ((self.params.model, TOPICS), (self.params.format_model, FORMATS)):
+            if Path(value).name == "minilm" and not Path(value).exists():  # path params arrive made absolute
+                if encoder is None:
+                    from .embed import MiniLM
+
+                    encoder = MiniLM(max_tokens=self.params.max_tokens)
+                self.taggers.append(_ZeroShot(encoder, labels))
+            elif Path(value).exists():
+                self.taggers.append(_FastText(Path(value)))
+            else:
+                raise UserError(f"topic model {value!r}: give 'minilm' or a fastText model file")
+        self.encoder = encoder
+
+    def teardown(self) -> None:
+        self.taggers, self.encoder = [], None
+
+    def process(self, table: pa.Table) -> pa.Table:
+        self.ensure_setup()
+        text = T.text_column(table)
+        vectors = self.encoder.encode(text.to_pylist()) if self.encoder is not None else None
+        tokens = approx_tokens(table)
+        for column, tagger in zip(("domain", "format"), self.taggers):
+            labels = np.array(tagger.predict(text, vectors), dtype=object)
+            table = set_column(table, column, pa.array(labels, pa.string()))
+            for name in np.unique(labels):
+                sel = labels == name
+                self.stats.count(f"{column}_docs.{name}", int(sel.sum()))
+                self.stats.count(f"{column}_tokens.{name}", float(tokens[sel].sum()))
+        hosts = sites(table)
+        names, counts = np.unique(hosts, return_counts=True)
+        other = 0
+        for name, count in zip(names, counts):
+            if name and count >= self.params.min_site_docs:
+                self.stats.count(f"site_docs.{name}", int(count))
+            else:
+                other += int(count)
+        if other:
+            self.stats.count("site_docs._other", other)
+        return with_rejects(table, [None] * table.num_rows)

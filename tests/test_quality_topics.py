@@ -1,0 +1,85 @@
+"""Topic and format tags: zero-shot MiniLM on documents with obvious topics, a trained fastText
+classifier in its place, and site and category shares in the statistics."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from assay.pipeline.schema import make_docs
+from assay.quality.topics import FORMATS, TOPICS, Topics, sites
+
+DOCS = [  # (text, url, topic)
+    ("Preheat the oven to 180C. Cream the butter and sugar, beat in the eggs, fold in the flour and bake the sponge "
+     "for 25 minutes. Let it cool and spread the frosting before serving with fresh strawberries.",
+     "https://www.bakeathome.example/sponge", "food_dining"),
+    ("The midfielder scored in stoppage time and the visitors won the league title on goal difference. The coach praised "
+     "his players after a season in which the team lost only two matches.", "https://sport.example.net/title", "sports_fitness"),
+    ("The parliament approved the budget by 210 votes to 190 after the prime minister promised tax cuts; the opposition "
+     "party said it would campaign against the plan before the next election.", "http://news.example.org/budget", "politics"),
+    ("Asthma causes inflammation of the airways. Symptoms include wheezing and shortness of breath, and doctors treat it "
+     "with inhaled corticosteroids; patients should avoid triggers such as smoke and pollen.",
+     "https://www.bakeathome.example/health", "health"),
+    ("import os\n\ndef list_files(root):\n    for name in sorted(os.listdir(root)):\n        path = os.path.join(root, name)\n"
+     "        if os.path.isfile(path):\n            yield path\n", "https://code.example.dev/snippet", "software_dev"),
+    ("The Roman Empire reached its greatest extent under Trajan in 117 AD. Its legions built roads and forts across Europe, "
+     "and the emperor's campaigns in Dacia are recorded on Trajan's Column.", "https://history.example.edu/rome", "history"),
+]
+
+
+@pytest.fixture(scope="module")
+def tagged():
+    stage = Topics({})
+    table = stage.process(make_docs([{"text": t, "source": "t", "url": u} for t, u, _ in DOCS]))
+    return stage, table
+
+
+def test_taxonomy_has_24_topics_and_24_formats():
+    assert len(TOPICS) == 24 and len(FORMATS) == 24
+
+
+def test_zero_shot_tags_obvious_topics(tagged):
+    _, table = tagged
+    assert table.column("domain").to_pylist() == [topic for _, _, topic in DOCS]
+    formats = table.column("format").to_pylist()
+    assert set(formats) <= set(FORMATS)
+    assert formats[2] == "news_article"
+
+
+def test_statistics_hold_category_and_site_shares(tagged):
+    stage, _ = tagged
+    counters = stage.stats.counters
+    assert counters["domain_docs.politics"] == 1
+    assert sum(v for k, v in counters.items() if k.startswith("format_docs.")) == len(DOCS)
+    assert counters["site_docs.bakeathome.example"] == 2  # www. stripped; the other sites are single
+    assert counters["site_docs._other"] == len(DOCS) - 2
+
+
+def test_sites_from_urls():
+    table = make_docs([{"text": "x", "source": "t", "url": u} for u in
+                       ("https://WWW.Example.com:8080/a?b", "http://user@host.org/x", "ftp://files.example.com", "")])
+    assert sites(table).tolist() == ["example.com", "host.org", "files.example.com", ""]
+
+
+def test_a_trained_fasttext_classifier_replaces_the_zero_shot_tagger(tmp_path):
+    from assay.quality.ftmodel import train
+
+    rng = np.random.default_rng(0)
+    cooking = "oven flour sugar butter bake recipe whisk eggs dough".split()
+    football = "goal striker match league coach stadium referee penalty team".split()
+    texts = [" ".join(rng.choice(words, 12)) for words in (cooking, football) for _ in range(60)]
+    labels = ["food_dining"] * 60 + ["sports_fitness"] * 60
+    model = train(texts, labels, tmp_path / "topics.ftz", epoch=10, quantize=False)
+    stage = Topics({"model": str(model), "format_model": str(model)})
+    out = stage.process(make_docs([{"text": "bake the dough in the oven with butter", "source": "t"},
+                                   {"text": "the striker scored a penalty in the match", "source": "t"}]))
+    assert out.column("domain").to_pylist() == ["food_dining", "sports_fitness"]
+    assert stage.encoder is None  # no MiniLM loaded when both taggers are trained classifiers
+
+
+def test_report_section_shows_topic_format_and_site_shares(tagged):
+    from assay.quality.report import stage_section
+
+    stage, _ = tagged
+    page = stage_section({"dir": "tagged", "stage": "quality.topics", "statistics": {"counters": dict(stage.stats.counters)}})
+    assert "Topic shares" in page and "Format shares" in page and "bakeathome.example" in page
+    assert "politics" in page and "33.3%" in page  # the site with 2 of 6 documents
