@@ -28,10 +28,16 @@ check-java: setup
 	  || { $(BIN)/python -c 'from assay.pipeline.engines.spark import check_java; check_java()' 2>&1 | tail -1; \
 	       echo "Install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless) for the Spark engine."; exit 1; }
 
+# The whole path on the bundled sample: curate, mix, then train tiny proxies on the curated mixture
+# and on the same budget of raw extraction output (3 seeds each) and compare held-out bits-per-byte.
 demo: setup
 	$(BIN)/assay run examples/recipes/demo.yaml --workdir runs/demo --no-report
 	$(BIN)/assay mix build examples/mixtures/step35-mini.yaml runs/demo/mix-step35 --no-report
 	$(BIN)/assay mix build examples/mixtures/mimo-mini.yaml runs/demo/mix-mimo --no-report
+	$(BIN)/assay mix build examples/mixtures/raw-arm.yaml runs/demo/mix-raw --no-report
+	$(BIN)/assay read jsonl examples/sample/heldout/heldout.jsonl.gz runs/demo/heldout
+	$(BIN)/assay mix build examples/mixtures/heldout.yaml runs/demo/mix-heldout --no-report
+	$(BIN)/assay ablate examples/train/demo-ablation.yaml --out runs/demo/ablation
 	$(BIN)/assay report runs/demo
 
 # Exit code 5 means pytest collected no tests: that is a failure here, never a silent pass.

