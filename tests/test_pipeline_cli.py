@@ -125,3 +125,16 @@ def test_from_and_until_select_the_right_stages(tmp_path):
     assert ran == {"len": False, "norm": False}  # --from forces the stage and its descendants
     with pytest.raises(StageFailed, match="no such stage"):
         run_recipe(recipe, workdir=tmp_path / "w", until="nope", **quiet)
+
+
+def test_relative_paths_follow_one_rule(tmp_path, monkeypatch):
+    """Written in the recipe: relative to the recipe file; the default workdir: relative to the CWD."""
+    from assay.pipeline.recipe import load_recipe
+
+    folder = tmp_path / "recipes"
+    folder.mkdir()
+    (folder / "a.yaml").write_text(GOOD + "workdir: out/here\n")
+    (folder / "b.yaml").write_text(GOOD)
+    monkeypatch.chdir(tmp_path)
+    assert Path(load_recipe(folder / "a.yaml").workdir) == folder / "out" / "here"
+    assert Path(load_recipe("recipes/b.yaml").workdir) == Path("runs") / load_recipe(folder / "b.yaml").name

@@ -55,9 +55,12 @@ class LocalChatModel:
     def __init__(self, model_path: str | None = None, name: str = "smollm2-135m-instruct", device: str = "auto",
                  max_batch: int = 8, threads: int | None = None, max_new_tokens_cap: int = 2048):
         import torch
+        import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from .weights import resolve_model
+
+        transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar in a run's log
 
         if threads:
             torch.set_num_threads(threads)
