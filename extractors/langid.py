@@ -12,6 +12,8 @@ than `short_chars` (or whose fastText score is low) a script that names one lang
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import unicodedata
 from pathlib import Path
 
@@ -86,7 +88,7 @@ class LanguageId(MapStage):
     Params = LangIdParams
     columns = {"lang": pa.string(), "lang_score": pa.float32()}
     batch_rows = 5_000
-    version = "1"
+    version = "2"  # 2: language counts in the statistics
 
     def setup(self) -> None:
         import fasttext
@@ -125,6 +127,8 @@ class LanguageId(MapStage):
                 reasons.append("lang_filtered")
             else:
                 reasons.append(None)
+        for lang, n in Counter(lang or "none" for lang in langs).items():
+            self.stats.count(f"language.{lang}", n)  # the report's language distribution
         table = set_column(table, "lang", pa.array(langs, pa.string()))
         table = set_column(table, "lang_score", pa.array(scores, pa.float32()))
         return set_column(table, "reject_reason", pa.array(reasons, pa.string()))

@@ -117,6 +117,7 @@ class ScriptFilter(MapStage):
 
     Params = ScriptParams
     columns = {"script": pa.string()}
+    version = "2"  # 2: script counts in the statistics
 
     def process(self, table: pa.Table) -> pa.Table:
         p = self.params
@@ -135,5 +136,8 @@ class ScriptFilter(MapStage):
         off = ~few & (share < p.min_fraction)
         reasons[off] = "wrong_script"
         details[off] = [f"{s:.2f} of letters in {'/'.join(p.allowed)} (mostly {d})" for s, d in zip(share[off], dominant[off])]
+        names, counts_per = np.unique(np.where(dominant == None, "none", dominant).astype(str), return_counts=True)  # noqa: E711
+        for name, n in zip(names.tolist(), counts_per.tolist()):
+            self.stats.count(f"script.{name}", n)  # the report's script distribution
         table = set_column(table, "script", pa.array(dominant, pa.string()))
         return with_rejects(table, reasons, details)

@@ -121,9 +121,31 @@ def _core_sections(stages: list[dict]) -> list[str]:
         "<h2>Funnel</h2>" + _funnel_plot(stages) + ledger,
         "<h2>Sources in and out</h2>" + _sources(stages),
         "<h2>Rejects by reason</h2>" + rejects,
+        "<h2>Languages and scripts</h2>" + _distributions(stages),
         "<h2>Timings</h2>" + _timing_plot(stages),
         "<h2>Recipe and params</h2>" + _params(stages),
     ]
+
+
+def _distributions(stages: list[dict]) -> str:
+    """Documents per language (language ID's `language.*` counters) and per dominant script (the
+    script filter's `script.*`), from the first stage that recorded each: read from manifests."""
+    parts = []
+    for prefix, label in (("language.", "language"), ("script.", "script")):
+        for s in stages:
+            counters = (s.get("statistics") or {}).get("counters") or {}
+            found = {k[len(prefix):]: v for k, v in counters.items() if k.startswith(prefix)}
+            if found:
+                total = sum(found.values())
+                top = sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))
+                rows = [[html.escape(name), f"{int(n):,}", f"{n / total:.1%}"] for name, n in top[:15]]
+                if len(top) > 15:
+                    rest = sum(n for _, n in top[15:])
+                    rows.append([f"{len(top) - 15} others", f"{int(rest):,}", f"{rest / total:.1%}"])
+                parts.append(f"<h3>{label} (stage {html.escape(s['dir'])}, {int(total):,} documents)</h3>"
+                             + _table([label, "documents", "share"], rows))
+                break
+    return "".join(parts) or "<p>No stage recorded languages or scripts (add extract.lang_id or filter.script).</p>"
 
 
 def _examples(rows: list[dict]) -> str:

@@ -142,3 +142,8 @@ def test_report_shows_sources_examples_params_and_order(local_demo, tmp_path):
     assert example in page  # a rejected document shown under its reason
     assert "&quot;min_chars&quot;: 200" in page  # every stage's params
     assert str(workdir.resolve()) in page
+    # language and script distributions, from the manifests' statistics
+    lang = Dataset(workdir / "lang").manifest["statistics"]["counters"]
+    assert lang["language.en"] == max(v for k, v in lang.items() if k.startswith("language."))
+    assert "<h2>Languages and scripts</h2>" in page and "<h3>language (stage lang" in page
+    assert "<h3>script (stage script" in page and "<td>Latin</td>" in page
