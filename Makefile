@@ -7,7 +7,7 @@ export RAY_AUTH_MODE ?= disabled
 export HF_HUB_OFFLINE ?= 1
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup check-java demo test bench sample clean
+.PHONY: setup check-java chromium demo test bench sample clean
 
 # pip is upgraded first: the pip that venv bundles (23.x) installs trafilatura without lxml_html_clean.
 # Everything is one pip command against the lock (constraints.txt), so anything that needs torch gets
@@ -35,7 +35,7 @@ demo: setup
 	$(BIN)/assay mix build examples/mixtures/step35-mini.yaml runs/demo/mix-step35 --no-report
 	$(BIN)/assay mix build examples/mixtures/mimo-mini.yaml runs/demo/mix-mimo --no-report
 	$(BIN)/assay mix build examples/mixtures/raw-arm.yaml runs/demo/mix-raw --no-report
-	$(BIN)/assay read jsonl examples/sample/heldout/heldout.jsonl.gz runs/demo/heldout
+	$(BIN)/assay read jsonl examples/sample/heldout/heldout.jsonl.gz runs/demo-heldout
 	$(BIN)/assay mix build examples/mixtures/heldout.yaml runs/demo/mix-heldout --no-report
 	$(BIN)/assay ablate examples/train/demo-ablation.yaml --out runs/demo/ablation
 	$(BIN)/assay report runs/demo
@@ -44,6 +44,10 @@ demo: setup
 test: check-java
 	@$(BIN)/python -m pytest -q tests -p no:cacheprovider --timeout 900; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+# Headless Chromium for the report-rendering test (Debian/Ubuntu; the test skips, saying so, without it).
+chromium:
+	@command -v chromium >/dev/null || apt-get install -y -q chromium
 
 bench: setup
 	$(BIN)/python benchmarks/run.py

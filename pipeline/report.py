@@ -70,7 +70,8 @@ def _funnel_plot(stages: list[dict]) -> str:
         ax.barh(names, kept, color="#4c78a8", label="out")
         ax.barh(names, rejected, left=kept, color="#e45756", label="rejected")
         ax.invert_yaxis()
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _human(v) + ("B" if unit == "bytes" else "")))
+        suffix = "B" if unit == "bytes" else ""  # bound now: a lambda would see the loop's last unit
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _, suffix=suffix: _human(v) + suffix))
         ax.set_title(f"{unit} per stage", pad=10)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()

@@ -51,6 +51,7 @@ class Cluster(WithEmbeddings, FitApplyStage):
 
     Params = ClusterParams
     columns = {"cluster": pa.int32(), "cluster_similarity": pa.float32()}
+    version = "2"  # 2: similarity recomputed in one fixed order (the same bits on every engine)
     resources = Resources(cpus=1, memory_gb=2)
     requires = ("faiss",)
 

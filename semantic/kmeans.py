@@ -104,6 +104,7 @@ class Assigner:
         d = cents.fine.shape[1]
         self.flat = faiss.IndexFlatIP(d)
         self.flat.add(cents.fine)
+        self.fine = np.ascontiguousarray(cents.fine, np.float64)
         self.index = self.flat
         if len(cents.coarse) < len(cents.fine):
             quantizer = faiss.IndexFlatIP(d)
@@ -123,4 +124,9 @@ class Assigner:
         lost = ids[:, 0] < 0  # every probed cell empty of fine centroids: search them all
         if lost.any():
             sims[lost], ids[lost] = self.flat.search(x[lost], 1)
-        return ids[:, 0].astype(np.int32), sims[:, 0].astype(np.float32)
+        ids = ids[:, 0]
+        # faiss's scores depend on its thread count (summation order), which differs between the local
+        # pool, Spark and Ray workers: the similarity is recomputed in one fixed order, so every engine
+        # writes the same bits.
+        exact = np.einsum("ij,ij->i", x.astype(np.float64), self.fine[ids])
+        return ids.astype(np.int32), exact.astype(np.float32)
