@@ -1,7 +1,7 @@
 """Bounded shards: one large JSON Lines file is read into several tasks of bounded size, so the next map
 stage spreads over every core. Measures wall time of read.jsonl + filter.script on one file with 1 and
-2 workers, side by side in one run (the baseline is Assay's previous behaviour: one file, one task,
-which `task_mb` large enough reproduces).
+2 workers, side by side in one run (the baseline is Assay's previous behaviour: one file, one task, one
+shard for every later stage, which a `task_mb` / `task_bytes` larger than the file reproduces).
 
     python benchmarks/sharding.py --mb 300
 """
@@ -37,6 +37,8 @@ def run(src: Path, root: Path, workers: int, task_mb: int) -> dict:
     from assay.pipeline.readers import ReadJsonl
     from assay.pipeline.runner import run_stage
 
+    # The baseline (one task per file, no re-sharding) also keeps the map stage on one task per shard.
+    ScriptFilter.task_bytes = task_mb * 2**20 if task_mb >= 10**6 else 64 * 2**20
     reader = ReadJsonl({"paths": [str(src)], "task_mb": task_mb})
     t0 = time.perf_counter()
     raw = run_stage(reader, [], root / "raw", options={"workers": workers})
@@ -51,7 +53,7 @@ def run(src: Path, root: Path, workers: int, task_mb: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=300)
-    ap.add_argument("--task-mb", type=int, default=64)
+    ap.add_argument("--task-mb", type=int, default=16)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
