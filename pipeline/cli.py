@@ -204,16 +204,18 @@ def inspect(
 @app.command()
 def export(
     dataset: Path = typer.Argument(..., help="A dataset directory"),
-    out: Path = typer.Argument(..., help="Output file: .jsonl, .jsonl.gz or .jsonl.zst"),
+    out: Path = typer.Argument(..., help="Output file: .jsonl, .jsonl.gz, .jsonl.zst or .parquet (one file)"),
     rejects: bool = typer.Option(False, "--rejects", help="Export the rejected rows instead of the kept ones"),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it is a file this command wrote before"),
 ) -> None:
     """Write a dataset as JSON Lines (one object per row, all columns), for tools that read
-    datatrove/Dolma-style JSONL.gz; `meta` is written as a JSON object, not a string.
+    datatrove/Dolma-style JSONL.gz (`meta` is written as a JSON object, not a string), or as one
+    Parquet file; the format follows OUT's suffix.
 
     \b
     Example:
-      assay export runs/demo/deduped demo.jsonl.gz
+      assay export runs/demo/curated demo.jsonl.gz
+      assay export runs/demo/curated demo.parquet --rejects
     """
     from .export import export_jsonl
 

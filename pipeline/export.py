@@ -1,4 +1,5 @@
-"""`assay export`: a dataset as JSON Lines (plain, gzip or zstd by suffix), streamed batch by batch.
+"""`assay export`: a dataset as JSON Lines (plain, gzip or zstd by suffix) or as one Parquet file,
+streamed batch by batch.
 
 The file is written under a temporary name and renamed; an existing OUT is replaced only with
 `--force` and only if its first line looks like what this command writes (a JSON object with an
@@ -26,11 +27,19 @@ def _opener(path: Path):
         return lambda p: io.TextIOWrapper(zstandard.ZstdCompressor(level=6).stream_writer(open(p, "wb")), encoding="utf-8")
     if name.endswith(".jsonl") or name.endswith(".json"):
         return lambda p: open(p, "w", encoding="utf-8")
-    raise UserError(f"{path}: expected a .jsonl, .jsonl.gz or .jsonl.zst file name")
+    raise UserError(f"{path}: expected a .jsonl, .jsonl.gz, .jsonl.zst or .parquet file name")
 
 
 def _ours(path: Path) -> bool:
-    """Only replace a file that starts like an export: a JSON object with an id."""
+    """Only replace a file that starts like an export: a JSON object with an id (a Parquet file
+    with an `id` column)."""
+    if path.name.endswith(".parquet"):
+        try:
+            import pyarrow.parquet as pq
+
+            return "id" in pq.read_schema(path).names
+        except Exception:  # not Parquet: not ours
+            return False
     try:
         from .io import open_binary
 
@@ -45,7 +54,7 @@ def export_jsonl(dataset: str | os.PathLike, out: str | os.PathLike, rejects: bo
     ds, out = Dataset(dataset), Path(out)
     if not ds.complete:
         raise UserError(f"{dataset}: not a complete dataset (no _manifest.json)")
-    opener = _opener(out)
+    opener = None if out.name.endswith(".parquet") else _opener(out)
     if out.exists() and not (force and out.is_file() and _ours(out)):
         raise UserError(f"{out}: exists; refusing to overwrite it" + ("" if force else " (use --force for an earlier export)"))
     files = ds.reject_shards() if rejects else ds.shards()
@@ -54,6 +63,10 @@ def export_jsonl(dataset: str | os.PathLike, out: str | os.PathLike, rejects: bo
     import pyarrow.parquet as pq
 
     try:
+        if opener is None:
+            rows = _write_parquet(files, tmp, ds.schema)
+            os.replace(tmp, out)
+            return rows
         with opener(tmp) as fh:
             for path in files:
                 for batch in pq.ParquetFile(path).iter_batches(batch_size=2_000):
@@ -68,4 +81,25 @@ def export_jsonl(dataset: str | os.PathLike, out: str | os.PathLike, rejects: bo
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
+    return rows
+
+
+def _write_parquet(files, tmp: Path, schema) -> int:
+    """All shards as one zstd Parquet file, for tools that want a single file."""
+    import pyarrow.parquet as pq
+
+    rows = 0
+    writer = None
+    try:
+        for path in files:
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=20_000):
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, batch.schema, compression="zstd")
+                writer.write_batch(batch)
+                rows += batch.num_rows
+        if writer is None:  # no rows: still a file with the schema
+            writer = pq.ParquetWriter(tmp, schema, compression="zstd")
+    finally:
+        if writer is not None:
+            writer.close()
     return rows

@@ -158,3 +158,20 @@ def test_export_jsonl_round_trips_and_never_overwrites_a_user_file(dataset, tmp_
     _refused(assay("export", str(dataset), str(mine), "--force"))
     assert mine.read_text() == "my own data\n"
     assert assay("export", str(dataset), str(out), "--force").returncode == 0  # an earlier export: replaced
+
+
+def test_export_parquet_is_one_file_with_every_row_and_never_overwrites_a_user_file(dataset, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from assay.pipeline.dataset import Dataset
+
+    out = tmp_path / "docs.parquet"
+    assert assay("export", str(dataset), str(out)).returncode == 0
+    table = pq.read_table(out)
+    assert table.sort_by("id").equals(Dataset(dataset).read().sort_by("id"))
+    mine = tmp_path / "mine.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), mine)
+    _refused(assay("export", str(dataset), str(mine), "--force"))
+    assert pq.read_table(mine).column("x").to_pylist() == [1, 2]
+    assert assay("export", str(dataset), str(out), "--force").returncode == 0
