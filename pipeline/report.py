@@ -128,6 +128,17 @@ def _core_sections(stages: list[dict]) -> list[str]:
     ]
 
 
+def crash_rejects(stages: list[dict]) -> list[tuple[str, str, int]]:
+    """(stage, reason, rows) for reject reasons that mean a program failed (an extractor crashed, a
+    service errored): worth a warning at the top, unlike a document that was simply bad."""
+    out = []
+    for s in stages:
+        for reason, slot in s["counts"]["rejected"].items():
+            if "crash" in reason or reason.endswith("_error"):
+                out.append((s["dir"], reason, slot["rows"]))
+    return out
+
+
 def _distributions(stages: list[dict]) -> str:
     """Documents per language (language ID's `language.*` counters) and per dominant script (the
     script filter's `script.*`), from the first stage that recorded each: read from manifests."""
@@ -233,6 +244,9 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     resumed = [s["dir"] for s in stages if s.get("resumed_shards")]
     warning = (f"<p class='warn'>Resumed: {', '.join(html.escape(r) for r in resumed)} kept shards committed by an "
                "earlier, interrupted run (identical by construction).</p>" if resumed else "")
+    warning += "".join(f"<p class='warn'>Crashes: stage {html.escape(sid)} rejected {n:,} row(s) as {html.escape(reason)}: "
+                       "the code failed on them, not the data; see Rejects by reason.</p>"
+                       for sid, reason, n in crash_rejects(stages))
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>Assay report: {html.escape(title)}</title>"
         f"<style>{CSS}</style></head><body><h1>Assay report: {html.escape(title)}</h1>"

@@ -181,3 +181,21 @@ def test_the_demo_report_renders_in_headless_chromium(local_demo, tmp_path):
     dark = (pixels < 128).mean()  # text, table rules and plot lines
     assert 0.005 < dark < 0.6, dark  # neither blank nor a solid block
     assert pixels[:200].std() > 10  # the title and the first section are drawn at the top
+
+
+def test_report_warns_about_crash_rejects(local_demo, tmp_path):
+    """A reject reason that means a program failed (extract_crash, *_error) is a warning at the top."""
+    import json
+
+    from assay.pipeline.report import write_report
+
+    _, workdir, _ = local_demo
+    copy = tmp_path / "run"
+    shutil.copytree(workdir, copy)
+    assert "Crashes:" not in write_report(copy, tmp_path / "before.html").read_text()
+    manifest = copy / "pdfs" / "_manifest.json"
+    data = json.loads(manifest.read_text())
+    data["counts"]["rejected"]["extract_crash"] = {"rows": 2, "bytes": 10}
+    manifest.write_text(json.dumps(data))
+    page = write_report(copy, tmp_path / "after.html").read_text()
+    assert "Crashes: stage pdfs rejected 2 row(s) as extract_crash" in page
