@@ -102,11 +102,9 @@ def run_trials(tmp: Path, ref_and_duration: tuple[dict[str, bytes], float], tria
     return points
 
 
-@pytest.mark.slow
 def test_sigkill_at_random_points_resumes_byte_identical(tmp_path, uninterrupted):
     run_trials(tmp_path, uninterrupted, trials=1, seed=7)  # benchmarks/reliability.py runs 10
 
 
-@pytest.mark.slow
 def test_ctrl_c_exits_130_and_resumes_identical(tmp_path, uninterrupted):
     run_trials(tmp_path, uninterrupted, trials=1, seed=11, sig=signal.SIGINT)
