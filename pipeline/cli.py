@@ -14,7 +14,19 @@ import typer
 from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Assay: curate LLM pretraining data and measure what the curation is worth.")
+                  help="Assay: curate LLM pretraining data and measure what the curation is worth.\n\n"
+                  "Relative paths: inside a recipe (inputs, `workdir:`) they are relative to the recipe "
+                  "file; on the command line, to where you run assay.")
+
+@app.callback()
+def _global_options(
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True,
+                                help="-v: per-shard progress lines and engine warnings; -vv: debug detail"),
+) -> None:
+    from .logs import set_verbosity
+
+    set_verbosity(verbose)
+
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     # Only errors raised *as* user errors: a FileNotFoundError from inside a stage is a bug and keeps

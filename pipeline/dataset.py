@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -35,6 +36,9 @@ ROW_GROUP_ROWS = 20_000
 PENDING_ROWS = 2_000  # kept rows gathered before one Parquet write
 PENDING_BYTES = 32 * 1024 * 1024
 EXAMPLES_PER_REASON = 3  # rejected rows per reason kept in the manifest for the report
+# Bin edges of the per-source document length histograms (UTF-8 bytes of `text`): powers of two
+# from 16 B to 16 MiB, the same on every shard so the bins add.
+LENGTH_EDGES = [0.0] + [float(2 ** k) for k in range(4, 25)] + [float("inf")]
 EXAMPLE_CHARS = 300
 
 
@@ -265,7 +269,7 @@ class ShardWriter:
         self.reject_schema = _reject_schema(schema)
         self._input_ids: set[str] | None = None
         self.examples: dict[str, list[dict[str, Any]]] = {}  # a few rejected rows per reason, for reports
-        self.sources: dict[str, dict[str, int]] = {}  # rows out / rejected per `source`
+        self.sources: dict[str, dict[str, Any]] = {}  # rows out / rejected per `source`, kept lengths
         self._parents: set[str] = set()
         self._rejected_ids: set[str] = set()
         # Small batches (one file's document) are gathered into row groups of a useful size: one
@@ -361,10 +365,27 @@ class ShardWriter:
     def _count_sources(self, table: pa.Table, side: str) -> None:
         if "source" not in table.column_names or not table.num_rows:
             return
-        counts = pc.value_counts(pc.fill_null(table.column("source"), ""))
+        sources = pc.fill_null(table.column("source"), "")
+        counts = pc.value_counts(sources)
         for item in counts.to_pylist():
             slot = self.sources.setdefault(item["values"], {"out": 0, "rejected": 0})
             slot[side] += item["counts"]
+        if side == "out" and "text" in table.column_names:
+            self._count_lengths(sources, table.column("text"))
+
+    def _count_lengths(self, sources: pa.ChunkedArray, text: pa.ChunkedArray) -> None:
+        """Kept documents per length bin, per source: the report's length histograms."""
+        lengths = pc.fill_null(pc.binary_length(text), 0).to_numpy(zero_copy_only=False)
+        bins = np.searchsorted(LENGTH_EDGES, lengths, side="right") - 1
+        codes = sources.combine_chunks().dictionary_encode() if isinstance(sources, pa.ChunkedArray) \
+            else sources.dictionary_encode()
+        names = codes.dictionary.to_pylist()
+        per_source = np.zeros((len(names), len(LENGTH_EDGES) - 1), dtype=np.int64)
+        np.add.at(per_source, (codes.indices.to_numpy(zero_copy_only=False), bins), 1)
+        for name, row in zip(names, per_source):
+            slot = self.sources[name]
+            old = slot.get("lengths") or [0] * len(row)
+            slot["lengths"] = [int(a + b) for a, b in zip(old, row)]
 
     def check_ledger(self) -> None:
         if self._input_ids is not None:
@@ -536,7 +557,7 @@ def finalize(root: Path, manifest: dict[str, Any], shard_count: int) -> dict[str
         manifest = dict(manifest, shard_seconds={"sum": round(sum(seconds), 3), "max": round(max(seconds), 3),
                                                  "mean": round(sum(seconds) / len(seconds), 4)})
     examples: dict[str, list] = {}
-    sources: dict[str, dict[str, int]] = {}
+    sources: dict[str, dict[str, Any]] = {}
     for marker in ordered:
         for reason, rows in marker.get("reject_examples", {}).items():
             examples.setdefault(reason, []).extend(rows[: EXAMPLES_PER_REASON - len(examples.get(reason, []))])
@@ -544,6 +565,9 @@ def finalize(root: Path, manifest: dict[str, Any], shard_count: int) -> dict[str
             total_slot = sources.setdefault(source, {"out": 0, "rejected": 0})
             for side in ("out", "rejected"):
                 total_slot[side] += slot.get(side, 0)
+            if "lengths" in slot:
+                old = total_slot.get("lengths") or [0] * len(slot["lengths"])
+                total_slot["lengths"] = [a + b for a, b in zip(old, slot["lengths"])]
     if examples:
         manifest = dict(manifest, reject_examples=dict(sorted(examples.items())))
     if sources:

@@ -123,6 +123,7 @@ def _core_sections(stages: list[dict]) -> list[str]:
         "<h2>Sources in and out</h2>" + _sources(stages),
         "<h2>Rejects by reason</h2>" + rejects,
         "<h2>Languages and scripts</h2>" + _distributions(stages),
+        "<h2>Document lengths</h2>" + _lengths(stages),
         "<h2>Timings</h2>" + _timing_plot(stages),
         "<h2>Recipe and params</h2>" + _params(stages),
     ]
@@ -170,8 +171,7 @@ def _examples(rows: list[dict]) -> str:
 
 def _sources(stages: list[dict]) -> str:
     """Per source: rows the readers produced, rows rejected anywhere, rows in the run's final outputs."""
-    consumed = {Path(i["path"]).name for s in stages for i in s.get("inputs", [])}
-    finals = [s for s in stages if s["dir"] not in consumed and not s.get("fused_into")]
+    finals = _final_stages(stages)
     table: dict[str, list[int]] = {}
     for s in stages:
         for source, slot in s.get("sources", {}).items():
@@ -187,6 +187,58 @@ def _sources(stages: list[dict]) -> str:
             for src, (a, r, o) in sorted(table.items())]
     return _table(["source", "read", "rejected (all stages)", "in final outputs", "kept"], rows) + (
         f"<p>Final outputs: {', '.join(html.escape(s['dir']) for s in finals)}</p>")
+
+
+def _final_stages(stages: list[dict]) -> list[dict]:
+    consumed = {Path(i["path"]).name for s in stages for i in s.get("inputs", [])}
+    return [s for s in stages if s["dir"] not in consumed and not s.get("fused_into")]
+
+
+def _length_totals(stages: list[dict]) -> dict[str, list[int]]:
+    totals: dict[str, list[int]] = {}
+    for s in stages:
+        for source, slot in s.get("sources", {}).items():
+            if "lengths" in slot:
+                old = totals.get(source) or [0] * len(slot["lengths"])
+                totals[source] = [a + b for a, b in zip(old, slot["lengths"])]
+    return totals
+
+
+def _lengths(stages: list[dict]) -> str:
+    """Per source, documents by UTF-8 length of `text`: as the readers produced them and in the run's
+    final outputs (the shard writers' `lengths` bins, LENGTH_EDGES)."""
+    from .dataset import LENGTH_EDGES
+
+    panels = [("as read", _length_totals([s for s in stages if s.get("kind") == "source"])),
+              ("in final outputs", _length_totals(_final_stages(stages)))]
+    panels = [(title, data) for title, data in panels if data]
+    if not panels:
+        return "<p>No stage recorded document lengths.</p>"
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 3.4), squeeze=False)
+    from matplotlib.ticker import FuncFormatter
+
+    # geometric bin centres; the open last bin is drawn one octave up
+    centers = [(max(lo, 8.0) * (hi if hi != float("inf") else 2 * lo)) ** 0.5
+               for lo, hi in zip(LENGTH_EDGES[:-1], LENGTH_EDGES[1:])]
+    for ax, (title, data) in zip(axes[0], panels):
+        top = sorted(data.items(), key=lambda kv: (-sum(kv[1]), kv[0]))[:8]
+        for source, counts in top:
+            ax.plot(centers, counts, marker="o", markersize=3, label=f"{source or '(none)'} ({sum(counts):,})")
+        used = [i for counts in data.values() for i, n in enumerate(counts) if n]
+        ax.set_xlim(centers[max(min(used) - 1, 0)], centers[min(max(used) + 1, len(centers) - 1)])
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _human(v) + "B"))
+        ax.set_xlabel("document length (UTF-8 bytes)")
+        ax.set_ylabel("documents")
+        ax.set_title(f"documents by length, {title}", pad=10)
+        ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    return img(fig, "document length histograms per source")
 
 
 def _params(stages: list[dict]) -> str:

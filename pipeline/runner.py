@@ -241,7 +241,23 @@ def _fit(eng: Engine, stage: FitApplyStage, tasks: list[Task], out: Path, schema
 def _run_tasks(eng: Engine, stage: Stage, tasks: list[Task], out: Path, schema, progress: bool,
                total: int, already: int, label: str = "") -> None:
     if not progress:
-        eng.run_tasks(stage, tasks, out, schema)
+        from .logs import logger
+
+        if not logger.isEnabledFor(20):  # INFO: `assay -v`
+            eng.run_tasks(stage, tasks, out, schema)
+            return
+        started, finished, docs = time.time(), already, 0
+
+        def log_shard(index: int, counts: dict) -> None:
+            nonlocal finished, docs
+            finished += 1
+            docs += counts.get("rows_in", 0)
+            elapsed = max(time.time() - started, 1e-6)
+            eta = elapsed / (finished - already) * (total - finished)
+            logger.info("%s%s: shard %d done (%d/%d), %s docs, %.0f docs/s, eta %.0fs", stage.stage_id,
+                        f" {label}" if label else "", index, finished, total, f"{docs:,}", docs / elapsed, eta)
+
+        eng.run_tasks(stage, tasks, out, schema, on_done=log_shard)
         return
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
@@ -309,8 +325,10 @@ def run_recipe(recipe, workdir: str | os.PathLike | None = None, engine: str | N
             counts = result.manifest["counts"]
             state = "skipped (unchanged)" if result.skipped else f"{result.manifest['wall_seconds']:.1f}s"
             fused = " (fused)" if len(chain) > 1 else ""
+            resumed = result.manifest.get("resumed_shards", 0) if not result.skipped else 0
+            resumed_note = f", {resumed}/{result.manifest.get('shards', '?')} shards resumed" if resumed else ""
             log(f"  {result.stage_id:<20} {counts['rows_in']:>8} in  {counts['rows_out']:>8} out  "
-                f"{counts['rows_rejected']:>7} rejected  [{result.manifest['engine']}] {state}{fused}")
+                f"{counts['rows_rejected']:>7} rejected  [{result.manifest['engine']}] {state}{fused}{resumed_note}")
             results.append(result)
             run_log["stages"][result.stage_id] = {"skipped": result.skipped, "engine": result.manifest["engine"]}
     atomic_write_text(root / RUN_LOG, json.dumps(run_log, indent=2))

@@ -20,9 +20,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).reso
 FIXTURES = REPO / "tests" / "fixtures"
 SAMPLE = REPO / "examples" / "sample"
 DEMO_RECIPE = REPO / "examples" / "recipes" / "demo.yaml"
-# The demo's extraction-to-dedup part (sources, map stages, shuffle-bound global stages): what the
+# The demo up to exact dedup (sources, map stages, two shuffle-bound global stages): what the
 # kill and cluster tests run, so their cost does not grow with every family added to the demo.
-DEMO_CORE_UNTIL = "deduped"
+DEMO_CORE_UNTIL = "exact_dedup"
 
 SPARK_OPTIONS = {"spark_master": "local[2]", "workers": 2}
 RAY_OPTIONS = {"workers": 2, "ray_object_store_mb": 256}

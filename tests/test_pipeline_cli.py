@@ -101,6 +101,16 @@ def test_stage_subcommand_inspect_and_report(tmp_path):
     assert "bad_json" in page and "too_short" in page and "✔ balanced" in page and "UNBALANCED" not in page
 
 
+def test_quiet_by_default_and_v_logs_each_shard(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": f"document {i} " * 20}) + "\n" for i in range(50)))
+    quiet = assay("read", "jsonl", str(src), str(tmp_path / "a"))
+    assert quiet.returncode == 0 and quiet.stderr.strip() == "", quiet.stderr  # results on stdout, nothing else
+    loud = assay("-v", "read", "jsonl", str(src), str(tmp_path / "b"))
+    assert loud.returncode == 0, loud.stderr
+    assert "assay INFO: read.jsonl: shard 0 done (1/1), 50 docs," in loud.stderr and "docs/s, eta 0s" in loud.stderr
+
+
 def test_validate_the_demo_recipe():
     result = assay("validate", str(DEMO_RECIPE))
     assert result.returncode == 0 and "ok" in result.stdout

@@ -122,7 +122,7 @@ def test_fused_chain_equals_unfused_run(local_demo, tmp_path):
         assert results[sid].manifest["fused_into"].endswith("script") and not Dataset(tmp_path / sid).shards()
     for sid in ran:
         assert results[sid].manifest["counts"] == Dataset(local_dir / sid).manifest["counts"], sid
-    middles = {sid for chain in fusion_chains(fused, fused.order(), "local") for sid in chain[:-1]}
+    middles = {sid for chain in fusion_chains(fused, fused.order(), "local") for sid in chain[:-1] if sid in results}
     later = [s for s in ran if s not in middles]
     assert _snapshot(tmp_path, later) == _snapshot(local_dir, later)
     for sid in middles:  # the rejects of the middle stages are still there
@@ -154,6 +154,18 @@ def test_report_shows_sources_examples_params_and_order(local_demo, tmp_path):
     assert lang["language.en"] == max(v for k, v in lang.items() if k.startswith("language."))
     assert "<h2>Languages and scripts</h2>" in page and "<h3>language (stage lang" in page
     assert "<h3>script (stage script" in page and "<td>Latin</td>" in page
+    # length histograms per source: the writers' bins hold every kept document, in its own bin
+    import numpy as np
+
+    from assay.pipeline.dataset import LENGTH_EDGES
+
+    sources = Dataset(workdir / finals[0]).manifest["sources"]
+    for row in kept:
+        assert sum(sources[row["source"]]["lengths"]) == row["count_all"]
+    lengths = [len((t or "").encode()) for t in final.column("text").to_pylist()]
+    assert [sum(b) for b in zip(*(s["lengths"] for s in sources.values()))] == \
+        np.histogram(lengths, bins=LENGTH_EDGES)[0].tolist()
+    assert "<h2>Document lengths</h2><img" in page
 
 
 # The demo's report renders in a real browser: headless Chromium takes a screenshot and the picture

@@ -79,6 +79,7 @@ def test_sigkill_mid_stage_then_resume_is_identical(tmp_path):
     assert resumed.returncode == 0, out
     manifest = Dataset(work / "slow").manifest
     assert manifest["resumed_shards"] >= done_before  # committed shards were not recomputed
+    assert f"{manifest['resumed_shards']}/12 shards resumed" in out  # the stage's summary line says so
     assert _files(work / "slow") == _files(tmp_path / "ref" / "slow")
     assert Dataset(work / "slow").manifest["counts"] == Dataset(tmp_path / "ref" / "slow").manifest["counts"]
 

@@ -36,19 +36,22 @@ class RayEngine(Engine):
         super().__init__(options)
         import ray
 
+        from ..logs import ray_logs_to_driver, verbosity
+
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        forward = ray_logs_to_driver()  # workers' prints and warnings reach this terminal only with -v
         if not ray.is_initialized():
             if options.ray_address:
-                ray.init(address=options.ray_address, include_dashboard=False, log_to_driver=False,
+                ray.init(address=options.ray_address, include_dashboard=False, log_to_driver=forward,
                          ignore_reinit_error=True)
             else:
                 # address="local": always a fresh private instance, never a cluster someone else started
                 ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=options.worker_count(),
-                         include_dashboard=False, log_to_driver=False,
+                         include_dashboard=False, log_to_driver=forward,
                          object_store_memory=options.ray_object_store_mb * 1024 * 1024, ignore_reinit_error=True)
         import logging
 
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
+        logging.getLogger("ray.data").setLevel(logging.WARNING if verbosity() < 2 else logging.INFO)
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False

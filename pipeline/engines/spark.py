@@ -16,9 +16,13 @@ from typing import Any, Callable, Iterator, Sequence
 import pyarrow as pa
 
 from ..stage import Stage, Task
+from ..logs import spark_log_level
 from .base import Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages
 
 _SESSION = None
+
+
+LOG4J2_PROFILE = Path(__file__).with_name("spark-log4j2.properties")
 
 
 def _prepare_environment() -> None:
@@ -76,11 +80,15 @@ def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        # Our log4j2 profile instead of Spark's default one, whose start-up banner and WARN lines
+        # reach the terminal before setLogLevel can act.
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2_PROFILE.as_uri()} "
+                f"-Dassay.spark.level={spark_log_level().lower()}")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     _SESSION = builder.getOrCreate()
-    _SESSION.sparkContext.setLogLevel("ERROR")
+    _SESSION.sparkContext.setLogLevel(spark_log_level())
     return _SESSION
 
 
