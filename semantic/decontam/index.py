@@ -12,12 +12,14 @@ a lookup that passes the bitmap scans a bucket of ~2 keys. About 20 bytes per ke
 whole shipped registry is ~1.2M keys, ~25 MB. Keys shared by more than `max_items_per_gram` items
 are boilerplate ("which of the following is ...") and dropped, as GPT-3's decontamination did.
 
-Scan. One compiled pass per batch: for each document, tokenise, build the prefix array, look up
-every window of every indexed length, and collect (item, key) matches. A document position is looked
-up once per indexed length (n, and every length of a whole short item); the short items' keys are
-few, so their bitmap is small and stays in cache, and each position costs one read of the large
-n-gram bitmap, not one per length; then per item the number of
-distinct keys matched and the byte span from the first to the last match (what `mask` removes).
+Scan. One compiled pass per batch: for each document, tokenise, build the prefix array, and at each
+position look up the n-gram there (one read of the large n-gram bitmap) and the anchor there: the
+raw key of the next `min_tokens` tokens, which every short item (min_tokens..n-1 tokens) starts
+with. The anchors are few, so their bitmap stays in cache; only where one matches (rarely) are the
+lengths of the short items behind it looked up. So a position costs two probes however many short
+item lengths there are (it was one probe per length: 3.5x slower with the shipped registry). Then
+per item the number of distinct keys matched and the byte span from the first to the last match
+(what `mask` removes).
 """
 from __future__ import annotations
 
@@ -101,6 +103,38 @@ def item_keys(hashes, offsets, n, min_tokens, pw, min_info):
 
 
 @njit(cache=True)
+def anchor_keys(hashes, offsets, n, min_tokens, pw):
+    """(anchor, item length) for every item of min_tokens..n-1 tokens: the anchor is the raw key of
+    its first min_tokens tokens, so a document position is probed once for all short items, and only
+    where an anchor matches are the items' own lengths tried."""
+    total = 0
+    for it in range(len(offsets) - 1):
+        m = offsets[it + 1] - offsets[it]
+        if min_tokens <= m < n:
+            total += 1
+    anchors = np.empty(total, np.uint64)
+    lengths = np.empty(total, np.int64)
+    raw = np.empty(n + 1, np.uint64)
+    k = 0
+    for it in range(len(offsets) - 1):
+        s = offsets[it]
+        m = offsets[it + 1] - s
+        if min_tokens <= m < n:
+            raw[0] = _U(0)
+            for i in range(min_tokens):
+                raw[i + 1] = raw[i] * _BASE + hashes[s + i]
+            anchors[k] = _anchor(raw, 0, min_tokens, pw)
+            lengths[k] = m
+            k += 1
+    return anchors, lengths
+
+
+@njit(cache=True, inline="always")
+def _anchor(raw, i, a, pw):
+    return mix64((raw[i + a] - raw[i] * pw[a]) ^ (_U(a) * _LEN_MULT))
+
+
+@njit(cache=True)
 def _room(rows, n):
     """`rows` with room for row n: the same array, or one twice as long holding its first n rows."""
     if n < rows.shape[0]:
@@ -124,11 +158,12 @@ def _find(key, bitmap, bitmask, dirs, dir_shift, keys):
 
 
 @njit(cache=True)
-def scan(data, offsets, lengths, whole_max, pw, min_info, grams, grams_mask, shorts, shorts_mask, dirs, dir_shift, keys,
-         key_off, key_items):
+def scan(data, offsets, anchor_len, anchors, anchor_lengths, anchor_bits, anchor_mask, whole_max, pw, min_info, grams,
+         grams_mask, shorts, shorts_mask, dirs, dir_shift, keys, key_off, key_items):
     """Per (document, item) with at least one matched key: distinct keys matched and the byte span
     [start, end) from the first matched window to the last. Documents are data[offsets[d]:offsets[d+1]];
-    windows of length n are filtered by the n-gram bitmap, the others by the short items' bitmap."""
+    windows of length n are filtered by the n-gram bitmap; short items by their anchors (sorted, with
+    a bitmask of the item lengths behind each) and then the short items' bitmap."""
     n_docs = len(offsets) - 1
     longest = 1
     for d in range(n_docs):
@@ -147,26 +182,55 @@ def scan(data, offsets, lengths, whole_max, pw, min_info, grams, grams_mask, sho
         m = tokenize(data, offsets[d], offsets[d + 1], hashes, starts, ends)
         _prefix(hashes, m, prefix, raw, info)
         nm = 0
-        for li in range(len(lengths) + 1):
-            if li < len(lengths):  # every window of each indexed length
-                length, salt, positions = lengths[li], 0, m - lengths[li] + 1
-            elif 0 < m <= whole_max:  # and the document as a whole, which may be a short item
-                length, salt, positions = m, _WHOLE, 1
-            else:
-                continue
-            bitmap, bitmask = (grams, grams_mask) if li == 0 else (shorts, shorts_mask)
-            for i in range(positions):
-                key = _key(prefix, raw, info, i, length, pw, min_info, salt)
-                j = _find(key, bitmap, bitmask, dirs, dir_shift, keys) if key != _U(0) else -1
-                if j < 0:
-                    continue
-                for p in range(key_off[j], key_off[j + 1]):
-                    matches = _room(matches, nm)
-                    matches[nm, 0] = key_items[p]
-                    matches[nm, 1] = j
-                    matches[nm, 2] = starts[i] - offsets[d]
-                    matches[nm, 3] = ends[i + length - 1] - offsets[d]
-                    nm += 1
+        n = pw.shape[0] - 1
+        for i in range(m):
+            # the n-gram at i; the short items starting at i, tried only where their anchor matches;
+            # at the last position, the document as a whole (it may be one short item)
+            for probe in range(3):
+                if probe == 0:
+                    if i + n > m:
+                        continue
+                    length, salt, bitmap, bitmask = n, 0, grams, grams_mask
+                    candidates = _U(1) << _U(63)
+                elif probe == 1:
+                    if i + anchor_len > m or len(anchors) == 0:
+                        continue
+                    a = _anchor(raw, i, anchor_len, pw)
+                    bit = a & anchor_mask
+                    if not (anchor_bits[bit >> _U(6)] >> (bit & _U(63))) & _U(1):
+                        continue
+                    candidates = _U(0)
+                    at = np.searchsorted(anchors, a)
+                    while at < len(anchors) and anchors[at] == a:
+                        candidates |= anchor_lengths[at]
+                        at += 1
+                    length, salt, bitmap, bitmask = 0, 0, shorts, shorts_mask
+                else:
+                    if i != 0 or not 0 < m <= whole_max:
+                        continue
+                    length, salt, bitmap, bitmask = m, _WHOLE, shorts, shorts_mask
+                    candidates = _U(1) << _U(63)
+                while candidates:
+                    if probe == 1:  # the next short length whose item starts with this anchor
+                        length = 0
+                        while not (candidates >> _U(length)) & _U(1):
+                            length += 1
+                        candidates &= ~(_U(1) << _U(length))
+                        if i + length > m:
+                            continue
+                    else:
+                        candidates = _U(0)
+                    key = _key(prefix, raw, info, i, length, pw, min_info, salt)
+                    j = _find(key, bitmap, bitmask, dirs, dir_shift, keys) if key != _U(0) else -1
+                    if j < 0:
+                        continue
+                    for p in range(key_off[j], key_off[j + 1]):
+                        matches = _room(matches, nm)
+                        matches[nm, 0] = key_items[p]
+                        matches[nm, 1] = j
+                        matches[nm, 2] = starts[i] - offsets[d]
+                        matches[nm, 3] = ends[i + length - 1] - offsets[d]
+                        nm += 1
         if nm == 0:
             continue
         order = np.argsort(matches[:nm, 0] * n_keys + matches[:nm, 1], kind="mergesort")
@@ -210,6 +274,8 @@ class NgramIndex:
                  max_items_per_gram: int = 20, min_word_share: float = 0.34):
         if n < 1 or min_tokens < 1:
             raise ValueError("n and min_tokens must be positive")
+        if n > 63:  # short item lengths (< n) are bits of a uint64 mask
+            raise ValueError("n must be at most 63")
         self.n, self.min_tokens = n, min(min_tokens, n)
         self.pw = powers(n)
         # informative tokens a window of each length needs (at least one)
@@ -232,10 +298,12 @@ class NgramIndex:
         self.key_off = np.concatenate([[0], np.cumsum(per_key)]).astype(np.int64)
         self.key_items = owner.astype(np.int32)
         self.item_nkeys = np.bincount(owner, minlength=n_items).astype(np.int64)
-        lengths = np.diff(offsets)
         self.unindexed = int(np.count_nonzero(self.item_nkeys == 0))  # empty, or only boilerplate grams
-        short = np.unique(lengths[(lengths >= self.min_tokens) & (lengths < n)])
-        self.lengths = np.concatenate([[n], short]).astype(np.int64)
+        anchors, anchor_lengths = anchor_keys(hashes, offsets.astype(np.int64), n, self.min_tokens, self.pw)
+        order = np.argsort(anchors, kind="stable")
+        self.anchors = anchors[order]
+        self.anchor_lengths = (np.uint64(1) << anchor_lengths[order].astype(np.uint64)).astype(np.uint64)
+        self.anchor_bits, self.anchor_mask = _bitmap(np.unique(self.anchors))
         self.whole_max = int(self.min_tokens - 1)
         self._build_lookup(full)
 
@@ -253,12 +321,13 @@ class NgramIndex:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.keys, self.key_off, self.key_items, self.item_nkeys, self.grams, self.shorts,
-                                      self.dirs))
+                                      self.dirs, self.anchors, self.anchor_lengths, self.anchor_bits))
 
     def scan(self, data: np.ndarray, offsets: np.ndarray):
         """(doc, item, distinct keys matched, byte start, byte end) arrays for a batch of UTF-8 texts."""
-        return scan(data, offsets.astype(np.int64), self.lengths, self.whole_max, self.pw, self.min_info, self.grams,
-                    self.grams_mask, self.shorts, self.shorts_mask, self.dirs, self.dir_shift, self.keys, self.key_off, self.key_items)
+        return scan(data, offsets.astype(np.int64), self.min_tokens, self.anchors, self.anchor_lengths, self.anchor_bits,
+                    self.anchor_mask, self.whole_max, self.pw, self.min_info, self.grams, self.grams_mask, self.shorts,
+                    self.shorts_mask, self.dirs, self.dir_shift, self.keys, self.key_off, self.key_items)
 
 
 def _bitmap(keys: np.ndarray) -> tuple[np.ndarray, np.uint64]:
