@@ -162,6 +162,20 @@ def masked(h):
     return NUM_HASH if h & NUMBER_BIT else h
 
 
+def _ascii_tables() -> tuple[np.ndarray, np.ndarray]:
+    """_classify's answers for the 128 ASCII bytes, looked up instead of computed: most text is ASCII."""
+    cls = np.zeros(128, np.int64)
+    fold = np.zeros(128, np.int64)
+    for b in range(128):
+        c = chr(b)
+        cls[b] = DIGIT if c.isdigit() else WORD if ("a" <= c <= "z" or "A" <= c <= "Z") else SEP
+        fold[b] = b + 32 if "A" <= c <= "Z" else b
+    return cls, fold
+
+
+_ASCII_CLASS, _ASCII_FOLD = _ascii_tables()
+
+
 @njit(cache=True)
 def tokenize(data, start, end, hashes, starts, ends):
     """Token hashes of data[start:end] into `hashes`, with each token's byte span in `starts`/`ends`
@@ -174,9 +188,12 @@ def tokenize(data, start, end, hashes, starts, ends):
     tok_start = start
     tok_end = start
     while i < end:
-        skip_to = _markup_end(data, i, end) if (data[i] == 0x3C or data[i] == 0x26) else i
+        b = data[i]
+        skip_to = _markup_end(data, i, end) if (b == 0x3C or b == 0x26) else i
         if skip_to > i:
             cls, cp, width = SEP, np.int64(0), skip_to - i
+        elif b < 0x80:
+            cls, cp, width = _ASCII_CLASS[b], _ASCII_FOLD[b], 1
         else:
             cp, width = _decode(data, i, end)
             cls, cp = _classify(cp)

@@ -35,7 +35,7 @@ class DecontamParams(Params):
     benchmarks: str | None = Field(None, description="Benchmark registry YAML (default: the one shipped with Assay)")
     only: list[str] | None = Field(None, description="Check only these benchmarks of the registry")
     since: dt.date | None = Field(None, description="Check only benchmarks/items dated on or after this day")
-    ngram: int = Field(13, ge=4, le=63, description="Window length in normalised tokens (16 = MiMo)")
+    ngram: int = Field(13, ge=4, le=64, description="Window length in normalised tokens (16 = MiMo)")
     min_tokens: int = Field(6, ge=1, description="Items shorter than ngram but this long match as a whole window; "
                                                   "shorter ones only as a whole document")
     min_hits: int = Field(1, ge=1, description="Distinct windows of an item a document must contain")
