@@ -82,6 +82,10 @@ class FusedStage(MapStage):
     def ref(cls) -> str:
         return f"{cls.__module__}:{cls.__qualname__}"
 
+    def share(self, scratch: Path) -> None:
+        for stage in self.stages:
+            stage.share(scratch)
+
     def setup(self) -> None:
         for stage in self.stages:
             stage.ensure_setup()

@@ -207,6 +207,7 @@ def run_fused(stages: Sequence[Stage], inputs: Sequence[Dataset | str | os.PathL
         manifest = finalize(out, manifest, max(len(tasks), 1))
         results.append(StageResult(stage.stage_id, out, manifest, skipped=False))
         previous = [(str(out), fp)]
+    shutil.rmtree(outs[-1] / "_scratch", ignore_errors=True)
     return results
 
 
@@ -240,6 +241,8 @@ def _fit(eng: Engine, stage: FitApplyStage, tasks: list[Task], out: Path, schema
 
 def _run_tasks(eng: Engine, stage: Stage, tasks: list[Task], out: Path, schema, progress: bool,
                total: int, already: int, label: str = "") -> None:
+    if tasks:
+        stage.share(out / "_scratch")  # built once here, not in every worker
     if not progress:
         from .logs import logger
 

@@ -121,6 +121,36 @@ class Stage:
         self.stats = Stats()
         self._ready = False
 
+    # Attributes that prepare() builds once on the driver (an index, a vocabulary): the runner writes
+    # them to the output's scratch folder, which every engine's workers already share, and each
+    # worker loads them once before setup() instead of building its own.
+    shared: ClassVar[tuple[str, ...]] = ()
+
+    def prepare(self) -> None:
+        """Driver-side, once before the stage's tasks: build the `shared` attributes."""
+
+    def share(self, scratch: Path) -> None:
+        """prepare() on the driver, then publish the shared attributes for the workers."""
+        if not self.shared:
+            return
+        import pickle
+
+        from .dataset import atomic_write_bytes
+
+        self.prepare()
+        path = scratch / f"shared-{self.stage_id}.pkl"
+        atomic_write_bytes(path, pickle.dumps({name: getattr(self, name) for name in self.shared},
+                                              protocol=pickle.HIGHEST_PROTOCOL))
+        self._shared_path = str(path)
+
+    def _load_shared(self) -> None:
+        path = getattr(self, "_shared_path", None)
+        if path and any(getattr(self, name, None) is None for name in self.shared):
+            import pickle
+
+            for name, value in pickle.loads(Path(path).read_bytes()).items():
+                setattr(self, name, value)
+
     # Lazy, once-per-worker initialisation (models, compiled regexes, ...).
     def setup(self) -> None:
         pass
@@ -130,6 +160,7 @@ class Stage:
 
     def ensure_setup(self) -> None:
         if not self._ready:
+            self._load_shared()
             self.setup()
             self._ready = True
 
@@ -151,12 +182,18 @@ class Stage:
         return out
 
     def __getstate__(self) -> dict:
-        # Ship params and settings, never loaded models: workers call setup() themselves.
-        return {"params": self.params.model_dump(mode="json"), "stage_id": self.stage_id, **self.overrides()}
+        # Ship params and settings, never loaded models: workers call setup() themselves (and load
+        # what the driver shared, by path).
+        shared = getattr(self, "_shared_path", None)
+        return {"params": self.params.model_dump(mode="json"), "stage_id": self.stage_id, **self.overrides(),
+                **({"_shared_path": shared} if shared else {})}
 
     def __setstate__(self, state: dict) -> None:
         state = dict(state)
+        shared = state.pop("_shared_path", None)
         self.__init__(state.pop("params"), state.pop("stage_id"), **state)
+        if shared:
+            self._shared_path = shared
 
     @classmethod
     def ref(cls) -> str:

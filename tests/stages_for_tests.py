@@ -45,6 +45,29 @@ class CountSetups(MapStage):
         return set_column(table, "setup_calls", [SETUP_CALLS] * table.num_rows, pa.int64())
 
 
+class SharedBuild(MapStage):
+    """Records, per row, which process built its `shared` lookup table and which one used it."""
+
+    columns = {"built_by": pa.int64(), "worker_pid": pa.int64()}
+    shared = ("table",)
+    table = None
+
+    def prepare(self) -> None:
+        import os
+
+        if self.table is None:
+            self.table = {"built_by": os.getpid()}
+
+    def setup(self) -> None:
+        self.prepare()  # a no-op when the driver's table was loaded
+
+    def process(self, table: pa.Table) -> pa.Table:
+        import os
+
+        table = set_column(table, "built_by", [self.table["built_by"]] * table.num_rows, pa.int64())
+        return set_column(table, "worker_pid", [os.getpid()] * table.num_rows, pa.int64())
+
+
 # ---- stages of every cardinality and output kind (tests/test_pipeline_contract.py) -------------
 
 from assay.pipeline.schema import doc_id  # noqa: E402

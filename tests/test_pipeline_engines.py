@@ -103,6 +103,15 @@ def test_models_load_once_per_worker(engine, tmp_path, request):
     assert len(rows) == 30
     assert {r["setup_calls"] for r in rows} == {1}  # every worker ran setup exactly once
     assert len({r["worker_pid"] for r in rows}) <= 2  # six shards, at most two workers
+    # what a stage shares (an index) is built once, on the driver, and loaded by the workers
+    from stages_for_tests import SharedBuild
+
+    import os
+
+    out = run_stage(SharedBuild(), [raw.out], tmp_path / "shared", engine=get_engine(engine, options))
+    rows = Dataset(out.out).read().select(["built_by", "worker_pid"]).to_pylist()
+    assert {r["built_by"] for r in rows} == {os.getpid()} and os.getpid() not in {r["worker_pid"] for r in rows}
+    assert not (tmp_path / "shared" / "_scratch").exists()
 
 
 def test_fused_chain_equals_unfused_run(local_demo, tmp_path):

@@ -10,9 +10,9 @@ count) and `min_overlap`; the defaults flag a document when at least a third of 
 windows appear in it, which the evaluation in benchmarks/semantic.py chose on held-out items
 (MiMo's "any 16-gram" rule is `ngram: 16, min_overlap: 0`).
 
-The index is built from the registry in each worker's setup(): about half a second and 25 MB for
-the shipped registry. Registry files are read where the worker runs, like any input, so Spark and
-Ray workers each hold the same index without it passing through the driver.
+The index is built once, on the driver (`prepare`, about a second and 25 MB for the shipped
+registry), and published through the output's scratch folder: every worker, local, Spark or Ray,
+loads it instead of building its own (the stage contract's `shared` attributes).
 """
 from __future__ import annotations
 
@@ -64,15 +64,24 @@ class Decontam(MapStage):
     path_params = ("benchmarks", "model", "cache_dir")
     resources = Resources(cpus=1, memory_gb=1)
 
-    def setup(self) -> None:
+    shared = ("items", "index")  # built once on the driver; workers load them instead of rebuilding
+    items = index = None
+
+    def prepare(self) -> None:
         from .index import NgramIndex, items_csr
         from .registry import load_items, load_registry
 
+        if self.index is not None:
+            return
         p = self.params
         registry, base = load_registry(p.benchmarks)
         self.items = load_items(registry, base, p.only, p.since)
         hashes, offsets = items_csr(self.items.texts, self.items.token_hashes)
         self.index = NgramIndex(hashes, offsets, p.ngram, p.min_tokens, p.max_items_per_gram, p.min_word_share)
+
+    def setup(self) -> None:
+        p = self.params
+        self.prepare()  # a no-op where the driver's index was loaded
         self.matcher = None
         if p.semantic:
             from ..model import Encoder
