@@ -138,6 +138,17 @@ def test_train_summary_telemetry_and_report(data, tmp_path):
 
     again = evaluate_checkpoint(tmp_path / "run", {"held": str(data["eval"])})
     assert again["held"]["bpb"] == summary["eval"]["held"]["bpb"]
+    # an ablation's section shows each arm's expert load and active share (first seed's run)
+    import shutil
+
+    from assay.trainer.report import _expert_html
+
+    for arm in ("a", "b"):
+        shutil.copytree(tmp_path / "run", tmp_path / "abl" / "runs" / f"{arm}-s0")
+    experts = _expert_html(tmp_path / "abl")
+    worst = max(layer["load_max_mean"] for layer in recs[-1]["moe"])
+    active = summary["params"]["active"] / summary["params"]["total"]
+    assert experts.count(f"<td>{worst:.2f}</td>") == 2 and f"<td>{active:.1%}</td>" in experts and "<img" in experts
 
 
 def test_eval_set_overlapping_training_is_refused(data, tmp_path):

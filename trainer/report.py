@@ -70,6 +70,50 @@ def _moe_figure(recs: list[dict]):
     return fig
 
 
+def _expert_html(root: Path) -> str:
+    """Expert load and activation per arm (its first seed's run): does routing stay balanced on
+    each mixture, and how much of the model a token activates."""
+    from .train import SUMMARY, read_metrics
+
+    first: dict[str, Path] = {}
+    for run in sorted((root / "runs").glob("*-s*")):
+        if (run / SUMMARY).exists():
+            first.setdefault(run.name.rsplit("-s", 1)[0], run)
+    rows, streams = [], {}
+    for arm, run in first.items():
+        summary = read_json_safe(run / SUMMARY) or {}
+        params = summary.get("params") or {}
+        recs = [r for r in read_metrics(run) if r.get("kind") == "train" and r.get("moe")]
+        if not recs:
+            continue
+        streams[arm] = recs
+        last = recs[-1]["moe"]
+        rows.append([html.escape(arm), html.escape(run.name),
+                     f"{max(layer.get('load_max_mean') or 0 for layer in last):.2f}",
+                     f"{max(layer.get('act_rms_max_median') or 0 for layer in last):.2f}",
+                     f"{params.get('active', 0) / max(params.get('total', 1), 1):.1%}",
+                     f"{params.get('active_non_embedding', 0):,}"])
+    if not rows:
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
+    for arm, recs in streams.items():
+        xs = [r["tokens"] for r in recs]
+        for ax, key in zip(axes, ("load_max_mean", "act_rms_max_median")):
+            ax.plot(xs, [max(layer.get(key) or 0 for layer in r["moe"]) for r in recs], label=arm, lw=1)
+    for ax, title in zip(axes, ("expert load max/mean (worst layer)", "act RMS max/median (worst layer)")):
+        ax.set(title=title, xlabel="tokens")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return ("<h4>Experts</h4>" + _table(["arm", "run", "final load max/mean", "final act RMS max/median",
+                                         "active / total params", "active non-embedding params"], rows)
+            + img(fig, "expert load per arm"))
+
+
 def _run_html(run: Path) -> str:
     from .train import SUMMARY, read_metrics
 
@@ -127,6 +171,7 @@ def ablation_html(root: Path) -> str:
         parts.append(f"<p>Dense re-run (num_experts=1) of {html.escape(dense['a'])} vs "
                      f"{html.escape(dense['b'])}: {dense['mean_a']:.4f} vs {dense['mean_b']:.4f}; ranking "
                      f"{'agrees' if dense['agrees'] else 'DISAGREES'} with the MoE runs.</p>")
+    parts.append(_expert_html(root))
     for png in ("bpb.png", "curves.png"):
         if (root / png).exists():
             import base64
