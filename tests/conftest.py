@@ -21,7 +21,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 SAMPLE = REPO / "examples" / "sample"
 DEMO_RECIPE = REPO / "examples" / "recipes" / "demo.yaml"
 # The demo up to exact dedup (sources, map stages, two shuffle-bound global stages): what the
-# kill and cluster tests run, so their cost does not grow with every family added to the demo.
+# kill tests run, so their cost does not grow with every family added to the demo.
 DEMO_CORE_UNTIL = "exact_dedup"
 
 SPARK_OPTIONS = {"spark_master": "local[2]", "workers": 2}
