@@ -97,14 +97,6 @@ def build_root(cfg):
     root = cfg["root_dir"]
     libc.sethostname(b"sandbox", 7)  # our own UTS namespace: the host's name is not the program's business
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
-    bound = []
-    for path in sorted(cfg["ro_paths"]):
-        if not os.path.exists(path):
-            continue
-        real = _mirror(root, path)
-        if not any(real == b or real.startswith(b + "/") for b in bound):  # else a bind holds it already
-            _bind_ro(real, root + real)
-            bound.append(real)
     os.makedirs(root + "/dev", exist_ok=True)
     for dev in ("null", "zero", "full", "random", "urandom"):
         if os.path.exists(f"/dev/{dev}"):
@@ -127,6 +119,16 @@ def build_root(cfg):
                 os.lchown(os.path.join(base, name), NOBODY, NOBODY)
     os.makedirs(root + "/tmp", exist_ok=True)
     _mount(work + "/tmp", root + "/tmp", None, MS_BIND)
+    # The read-only binds come after /tmp: an interpreter installed under /tmp (a checkout there, a
+    # CI runner's venv) must stay visible on top of the program's private /tmp.
+    bound = []
+    for path in sorted(cfg["ro_paths"]):
+        if not os.path.exists(path):
+            continue
+        real = _mirror(root, path)
+        if not any(real == b or real.startswith(b + "/") for b in bound):  # else a bind holds it already
+            _bind_ro(real, root + real)
+            bound.append(real)
     os.makedirs(root + "/proc", exist_ok=True)
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
     os.chdir(root)

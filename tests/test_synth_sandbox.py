@@ -109,6 +109,21 @@ def test_home_and_repository_are_not_visible():
     assert result.stdout_tail.strip().endswith("False")  # the test suite (the repository) is not there
 
 
+@needs_isolation
+def test_allow_listed_paths_under_tmp_stay_visible_and_read_only(tmp_path):
+    """The program's /tmp is private, but an allow-listed path under /tmp (an interpreter in a checkout
+    there, a CI runner's venv) must stay visible: a fresh clone in /tmp failed every sandbox run."""
+    tool = tmp_path / "tool"
+    tool.mkdir()
+    (tool / "data.txt").write_text("visible")
+    code = (f"print(open({str(tool / 'data.txt')!r}).read())\n"
+            f"try:\n    open({str(tool / 'new.txt')!r}, 'w')\n    print('WROTE')\n"
+            "except OSError:\n    print('read-only')\n")
+    result = sandbox.run([sys.executable, "-E", "-s", "main.py"], {"main.py": code}, limits=FAST, ro_paths=(str(tool),))
+    assert result.verdict == "ok", result.stderr_tail
+    assert result.stdout_tail.split() == ["visible", "read-only"] and not (tool / "new.txt").exists()
+
+
 def test_huge_file_is_stopped():
     code = "f = open('big.bin', 'wb')\nwhile True:\n    f.write(b'0' * (1 << 20))\n"
     result = run_python(code, limits=Limits(timeout_s=5, file_mb=4))
