@@ -10,6 +10,7 @@ example on a sample this stage tagged), which runs at fastText speed instead of 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +19,7 @@ from pydantic import Field
 
 from assay.filters import textops as T
 from assay.pipeline.errors import UserError
-from assay.pipeline.stage import MapStage, Params, register, set_column, with_rejects
+from assay.pipeline.stage import MapStage, Params, Task, add_columns, register, set_column, with_rejects
 
 from .scorers import approx_tokens
 
@@ -127,6 +128,9 @@ class Topics(MapStage):
     trained fastText classifiers. Statistics: documents and tokens per topic and format, documents per
     site, for the mixer's caps. Drops nothing.
 
+    With inputs `[documents, embeddings]` (a semantic.embed output of all-MiniLM-L6-v2) it tags from
+    the stored vectors instead of encoding the documents again.
+
     Example: assay quality topics runs/x/tiered runs/x/tagged
     """
 
@@ -155,10 +159,44 @@ class Topics(MapStage):
     def teardown(self) -> None:
         self.taggers, self.encoder = [], None
 
+    # Inputs `[documents, embeddings]` (a semantic.embed side dataset of the same model): the zero-shot
+    # taggers read the stored vectors instead of encoding every document again.
+    @staticmethod
+    def _with_embeddings(schemas: Sequence[pa.Schema]) -> bool:
+        return len(schemas) == 2 and "embedding" in schemas[1].names and "text" not in schemas[1].names
+
+    def tasks(self, inputs: Sequence) -> list[Task]:
+        if not self._with_embeddings([ds.schema for ds in inputs]):
+            return super().tasks(inputs)
+        from assay.semantic.side import WithEmbeddings
+
+        return [Task(t.index, t.inputs, (("embeddings", True),)) for t in WithEmbeddings.tasks(self, inputs)]
+
+    def output_schema(self, input_schemas: Sequence[pa.Schema]) -> pa.Schema:
+        if self._with_embeddings(input_schemas):
+            return add_columns(input_schemas[0], self.columns)
+        return super().output_schema(input_schemas)
+
+    def read_batches(self, task: Task, writer) -> Iterator[pa.Table]:
+        self._stored = bool(task.get("embeddings"))
+        if self._stored:
+            from assay.semantic.side import WithEmbeddings
+
+            yield from WithEmbeddings.read_batches(self, task, writer)  # sets self.batch_vectors per batch
+        else:
+            yield from super().read_batches(task, writer)
+
     def process(self, table: pa.Table) -> pa.Table:
         self.ensure_setup()
         text = T.text_column(table)
-        vectors = self.encoder.encode(text.to_pylist()) if self.encoder is not None else None
+        if getattr(self, "_stored", False):
+            vectors = self.batch_vectors
+            if self.encoder is not None and len(vectors) and vectors.shape[1] != self.encoder.dim:
+                raise UserError(f"stage {self.stage_id!r}: the stored embeddings have {vectors.shape[1]} dimensions, "
+                                f"the topic model {self.encoder.dim}: embed with the same model (all-MiniLM-L6-v2)")
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        else:
+            vectors = self.encoder.encode(text.to_pylist()) if self.encoder is not None else None
         tokens = approx_tokens(table)
         for column, tagger in zip(("domain", "format"), self.taggers):
             labels = np.array(tagger.predict(text, vectors), dtype=object)

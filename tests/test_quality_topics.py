@@ -83,3 +83,22 @@ def test_report_section_shows_topic_format_and_site_shares(tagged):
     page = stage_section({"dir": "tagged", "stage": "quality.topics", "statistics": {"counters": dict(stage.stats.counters)}})
     assert "Topic shares" in page and "Format shares" in page and "bakeathome.example" in page
     assert "politics" in page and "33.3%" in page  # the site with 2 of 6 documents
+
+
+def test_tags_from_stored_embeddings_equal_the_encoding_path(tagged, tmp_path):
+    """Given `[documents, embeddings]` (semantic.embed, same model), the stage reads the stored vectors
+    instead of encoding every document again, and tags as the encoding path does."""
+    from assay.pipeline.dataset import Dataset, write_table
+    from assay.pipeline.runner import run_stage
+    from assay.semantic.embed import Embed
+
+    _, encoded = tagged
+    docs = write_table(make_docs([{"text": t, "source": "t", "url": u} for t, u, _ in DOCS]), tmp_path / "docs", shards=2)
+    emb = run_stage(Embed({"max_tokens": 128, "pooling": "first"}), [docs], tmp_path / "emb", engine="local",
+                    options={"workers": 1}).out
+    out = run_stage(Topics({}), [docs, emb], tmp_path / "tagged", engine="local", options={"workers": 1}).out
+    table = Dataset(out).read()
+    assert "embedding" not in table.column_names
+    by_id = dict(zip(table.column("id").to_pylist(), zip(table.column("domain").to_pylist(), table.column("format").to_pylist())))
+    expected = dict(zip(encoded.column("id").to_pylist(), zip(encoded.column("domain").to_pylist(), encoded.column("format").to_pylist())))
+    assert by_id == expected
