@@ -53,6 +53,11 @@ def atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def add_bins(total: list[int] | None, counts: list[int]) -> list[int]:
+    """Histogram counts added bin by bin (None: nothing yet)."""
+    return list(counts) if total is None else [a + b for a, b in zip(total, counts)]
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -370,29 +375,22 @@ class ShardWriter:
         return self._out
 
     def _count_sources(self, table: pa.Table, side: str) -> None:
+        """Rows per `source`, and for kept rows with text, per source and length bin (the report's
+        length histograms): one dictionary encoding of the column for both."""
         if "source" not in table.column_names or not table.num_rows:
             return
-        sources = pc.fill_null(table.column("source"), "")
-        counts = pc.value_counts(sources)
-        for item in counts.to_pylist():
-            slot = self.sources.setdefault(item["values"], {"out": 0, "rejected": 0})
-            slot[side] += item["counts"]
-        if side == "out" and "text" in table.column_names:
-            self._count_lengths(sources, table.column("text"))
-
-    def _count_lengths(self, sources: pa.ChunkedArray, text: pa.ChunkedArray) -> None:
-        """Kept documents per length bin, per source: the report's length histograms."""
-        lengths = pc.fill_null(pc.binary_length(text), 0).to_numpy(zero_copy_only=False)
-        bins = np.searchsorted(LENGTH_EDGES, lengths, side="right") - 1
-        codes = sources.combine_chunks().dictionary_encode() if isinstance(sources, pa.ChunkedArray) \
-            else sources.dictionary_encode()
+        codes = pc.fill_null(table.column("source"), "").combine_chunks().dictionary_encode()
         names = codes.dictionary.to_pylist()
-        per_source = np.zeros((len(names), len(LENGTH_EDGES) - 1), dtype=np.int64)
-        np.add.at(per_source, (codes.indices.to_numpy(zero_copy_only=False), bins), 1)
-        for name, row in zip(names, per_source):
-            slot = self.sources[name]
-            old = slot.get("lengths") or [0] * len(row)
-            slot["lengths"] = [int(a + b) for a, b in zip(old, row)]
+        index = codes.indices.to_numpy(zero_copy_only=False)
+        for name, n in zip(names, np.bincount(index, minlength=len(names)).tolist()):
+            self.sources.setdefault(name, {"out": 0, "rejected": 0})[side] += n
+        if side == "out" and "text" in table.column_names:
+            lengths = pc.fill_null(pc.binary_length(table.column("text")), 0).to_numpy(zero_copy_only=False)
+            per_source = np.zeros((len(names), len(LENGTH_EDGES) - 1), dtype=np.int64)
+            np.add.at(per_source, (index, np.searchsorted(LENGTH_EDGES, lengths, side="right") - 1), 1)
+            for name, row in zip(names, per_source.tolist()):
+                slot = self.sources[name]
+                slot["lengths"] = add_bins(slot.get("lengths"), row)
 
     def check_ledger(self) -> None:
         if self._input_ids is not None:
@@ -573,8 +571,7 @@ def finalize(root: Path, manifest: dict[str, Any], shard_count: int) -> dict[str
             for side in ("out", "rejected"):
                 total_slot[side] += slot.get(side, 0)
             if "lengths" in slot:
-                old = total_slot.get("lengths") or [0] * len(slot["lengths"])
-                total_slot["lengths"] = [a + b for a, b in zip(old, slot["lengths"])]
+                total_slot["lengths"] = add_bins(total_slot.get("lengths"), slot["lengths"])
     if examples:
         manifest = dict(manifest, reject_examples=dict(sorted(examples.items())))
     if sources:

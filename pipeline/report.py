@@ -195,12 +195,13 @@ def _final_stages(stages: list[dict]) -> list[dict]:
 
 
 def _length_totals(stages: list[dict]) -> dict[str, list[int]]:
+    from .dataset import add_bins
+
     totals: dict[str, list[int]] = {}
     for s in stages:
         for source, slot in s.get("sources", {}).items():
             if "lengths" in slot:
-                old = totals.get(source) or [0] * len(slot["lengths"])
-                totals[source] = [a + b for a, b in zip(old, slot["lengths"])]
+                totals[source] = add_bins(totals.get(source), slot["lengths"])
     return totals
 
 

@@ -244,9 +244,11 @@ def _run_tasks(eng: Engine, stage: Stage, tasks: list[Task], out: Path, schema, 
     if tasks:
         stage.share(out / "_scratch")  # built once here, not in every worker
     if not progress:
+        import logging
+
         from .logs import logger
 
-        if not logger.isEnabledFor(20):  # INFO: `assay -v`
+        if not logger.isEnabledFor(logging.INFO):  # `assay -v`
             eng.run_tasks(stage, tasks, out, schema)
             return
         started, finished, docs = time.time(), already, 0

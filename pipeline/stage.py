@@ -131,14 +131,14 @@ class Stage:
 
     def share(self, scratch: Path) -> None:
         """prepare() on the driver, then publish the shared attributes for the workers."""
-        if not self.shared:
-            return
+        path = scratch / f"shared-{self.stage_id}.pkl"
+        if not self.shared or (getattr(self, "_shared_path", None) == str(path) and path.exists()):
+            return  # nothing to share, or shared already for this output (a fit-then-apply stage's 2nd phase)
         import pickle
 
         from .dataset import atomic_write_bytes
 
         self.prepare()
-        path = scratch / f"shared-{self.stage_id}.pkl"
         atomic_write_bytes(path, pickle.dumps({name: getattr(self, name) for name in self.shared},
                                               protocol=pickle.HIGHEST_PROTOCOL))
         self._shared_path = str(path)

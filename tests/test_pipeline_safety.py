@@ -175,3 +175,21 @@ def test_export_parquet_is_one_file_with_every_row_and_never_overwrites_a_user_f
     _refused(assay("export", str(dataset), str(mine), "--force"))
     assert pq.read_table(mine).column("x").to_pylist() == [1, 2]
     assert assay("export", str(dataset), str(out), "--force").returncode == 0
+
+
+def test_a_fused_run_never_touches_a_user_folder_or_its_scratch(dataset, tmp_path):
+    """run_fused removes `<last output>/_scratch` when it ends: the outputs are checked before anything
+    runs, so a user's folder (with its own `_scratch`) given as an output is refused untouched."""
+    from assay.filters.basic import LengthFilter, NormalizeUnicode
+    from assay.pipeline.dataset import OutputRefused
+    from assay.pipeline.runner import run_fused
+
+    user = tmp_path / "mine"
+    (user / "_scratch").mkdir(parents=True)
+    (user / "_scratch" / "notes.txt").write_text("keep")
+    stages = [NormalizeUnicode({}), LengthFilter({"min_chars": 3})]
+    with pytest.raises(OutputRefused):
+        run_fused(stages, [dataset], [tmp_path / "first", user], engine="local", options={"workers": 1})
+    assert (user / "_scratch" / "notes.txt").read_text() == "keep"
+    done = run_fused(stages, [dataset], [tmp_path / "a", tmp_path / "b"], engine="local", options={"workers": 1})
+    assert [r.stage_id for r in done] and not (tmp_path / "b" / "_scratch").exists()
