@@ -43,12 +43,14 @@ demo: setup
 # Exit code 5 means pytest collected no tests: that is a failure here, never a silent pass.
 # `slow` marks statistical checks that benchmarks/ repeat at full size (the trainer's known-order
 # ablation): `make test-all` runs them too.
+# Two pytest processes, a test file to each at a time (`--dist loadfile`): a file's module fixtures are
+# built once, and much of the suite waits on JVMs, Ray and subprocesses rather than computing.
 test: check-java
-	@$(BIN)/python -m pytest -q tests -m "not slow" -p no:cacheprovider --timeout 900; rc=$$?; \
+	@$(BIN)/python -m pytest -q tests -m "not slow" -p no:cacheprovider --timeout 900 -n 2 --dist loadfile; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 test-all: check-java
-	@$(BIN)/python -m pytest -q tests -p no:cacheprovider --timeout 900
+	@$(BIN)/python -m pytest -q tests -p no:cacheprovider --timeout 900 -n 2 --dist loadfile
 
 # Headless Chromium for the report-rendering test (Debian/Ubuntu; the test skips, saying so, without it).
 chromium:

@@ -78,3 +78,33 @@ def load_real_texts() -> list[tuple[str, str]]:
 
     with gzip.open(FIXTURES / "texts" / "real_texts.jsonl.gz", "rt", encoding="utf-8") as fh:
         return [(rec["source"], rec["text"]) for rec in map(json.loads, fh)]
+
+
+@pytest.fixture(scope="session")
+def local_demo(tmp_path_factory):
+    """The whole demo on the local engine, run once per `make test`: the first pytest process to need
+    it runs it under a file lock; another (pytest-xdist) finds every stage done and only reads it."""
+    from filelock import FileLock
+
+    from assay.pipeline.recipe import load_recipe
+    from assay.pipeline.runner import run_recipe
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the folder the xdist workers' own temp folders share
+    workdir = root / "demo-local"
+    recipe = load_recipe(DEMO_RECIPE)
+    with FileLock(str(workdir) + ".lock"):
+        results = run_recipe(recipe, workdir=workdir, engine="local", options=LOCAL_OPTIONS, log=lambda *_: None)
+    return recipe, workdir, results
+
+
+# The longest test files first, so that with `-n 2 --dist loadfile` neither process is left with a
+# long file at the end while the other is idle.
+LONGEST_FIRST = ("test_demo_on_ray.py", "test_pipeline_engines.py", "test_demo_on_spark.py", "test_pipeline_cluster.py",
+                 "test_dedup_spark.py", "test_pipeline_kill.py", "test_pipeline_contract.py", "test_semantic_cluster.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

@@ -17,7 +17,7 @@ from assay.pipeline.recipe import load_recipe
 from assay.pipeline.runner import run_recipe
 
 from conftest import DEMO_RECIPE, LOCAL_OPTIONS
-from test_pipeline_engines import _snapshot
+from snapshots import snapshot
 
 pytestmark = pytest.mark.cluster
 # Every source and map stage of the demo, on the cluster. The shuffle-bound stages are left to the
@@ -93,7 +93,7 @@ def test_spark_standalone_cluster_by_address(tmp_path, local_reference):
         assay_run(tmp_path / "run", "--engine", "spark", "--spark-master", f"spark://127.0.0.1:{port}")
         manifest = (tmp_path / "run" / order[-1] / "_manifest.json").read_text()
         assert f"spark://127.0.0.1:{port}" in manifest
-        assert _snapshot(tmp_path / "run", order) == _snapshot(ref, order)
+        assert snapshot(tmp_path / "run", order) == snapshot(ref, order)
     finally:
         if worker:
             stop(worker)
@@ -111,6 +111,6 @@ def test_ray_head_by_address(tmp_path, local_reference):
         assay_run(tmp_path / "run", "--engine", "ray", "--ray-address", f"127.0.0.1:{port}")
         manifest = (tmp_path / "run" / order[-1] / "_manifest.json").read_text()
         assert f"ray[127.0.0.1:{port}]" in manifest
-        assert _snapshot(tmp_path / "run", order) == _snapshot(ref, order)
+        assert snapshot(tmp_path / "run", order) == snapshot(ref, order)
     finally:
         stop(head)
