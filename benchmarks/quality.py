@@ -5,7 +5,9 @@
    each; plus per-family decision agreement (datatrove runs in .bench/quality-venv, built from
    benchmarks/requirements-quality.txt, with its default spaCy English tokenizer);
 2. quality.fasttext (Assay's stage: preprocessing + predict + column) vs calling the same model's
-   predict on a Python list directly;
+   predict on a Python list directly (line breaks made spaces, nothing else), interleaved rounds, in
+   wall-clock time and per CPU-second; then the fastText scorers' max_chars (the head of each document
+   they judge): speed, and agreement of scores and tiers with the default head;
 3. the whole default ensemble with tiers (quality.tier) through the local engine on 2 workers, on the
    documents as they are and cut to about 3,000 characters (the goal's ~3 KB documents);
 4. the contrast check on the held-out test pages (never used for training or calibration): share of
@@ -14,6 +16,7 @@
 Documents: pages of ../shared/data (clean main text, full page text, shuffled, spam), cycled to --docs.
 
     python benchmarks/quality.py --docs 20000
+    python benchmarks/quality.py --docs 10000 --parts fasttext   # one part; the file keeps the others
 """
 from __future__ import annotations
 
@@ -127,7 +130,18 @@ def heuristics(texts: list[str], work: Path) -> dict:
             "speedup": round(dt_s / (assay_s + decide_s), 2), "agreement": agreement, "signals": len(COLUMNS)}
 
 
-def fasttext_speed(texts: list[str]) -> dict:
+def _timed(f) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of every thread of this process) of f()."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    f()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def fasttext_speed(texts: list[str], rounds: int = 5) -> dict:
+    """The stage (text column in, score column out: cut, lower-case, tokens, predict, probabilities)
+    against fastText's predict on a Python list of the same texts with line breaks made spaces (predict
+    refuses them) and nothing else. Interleaved rounds, so a shift of the machine's load hits both;
+    best of the rounds in wall-clock time (both use every core) and in CPU time (per core)."""
     from assay.quality.ftmodel import prepare
     from assay.quality.scorers import FastTextScorer
     from assay.pipeline.schema import make_docs
@@ -137,30 +151,83 @@ def fasttext_speed(texts: list[str]) -> dict:
     stage.ensure_setup()
     model = stage.model.model
     raw_texts = [t.replace("\n", " ") for t in texts]
-    best = {"stage": 1e9, "raw": 1e9, "raw_prepared": 1e9, "raw_1_thread": 1e9}
     prepared = prepare(pa.array(texts))
-    for _ in range(3):
-        t = time.perf_counter()
-        for start in range(0, len(texts), 10_000):
-            stage.process(table.slice(start, 10_000))
-        best["stage"] = min(best["stage"], time.perf_counter() - t)
-        t = time.perf_counter()
-        model.predict(raw_texts, k=-1)
-        best["raw"] = min(best["raw"], time.perf_counter() - t)
-        t = time.perf_counter()
-        model.predict(prepared, k=-1)
-        best["raw_prepared"] = min(best["raw_prepared"], time.perf_counter() - t)
-        t = time.perf_counter()
-        model.predict_batch(raw_texts, k=-1, threads=1)  # per core: predict on a list uses every core
-        best["raw_1_thread"] = min(best["raw_1_thread"], time.perf_counter() - t)
+    runs = {"stage": lambda: [stage.process(table.slice(s, stage.batch_rows)) for s in range(0, len(texts), stage.batch_rows)],
+            "raw": lambda: model.predict(raw_texts, k=-1),
+            "raw_prepared": lambda: model.predict(prepared, k=-1),
+            "raw_1_thread": lambda: model.predict_batch(raw_texts, k=-1, threads=1)}  # predict on a list uses every core
+    runs["stage"]()  # compile and warm outside the timing
+    wall: dict[str, list[float]] = {k: [] for k in runs}
+    cpu: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(rounds):
+        for name, f in runs.items():
+            w, c = _timed(f)
+            wall[name].append(w)
+            cpu[name].append(c)
+    best = {k: min(v) for k, v in wall.items()}
+    best_cpu = {k: min(v) for k, v in cpu.items()}
     n = len(texts)
-    return {"docs": n, "stage_docs_per_s": round(n / best["stage"]), "raw_predict_docs_per_s": round(n / best["raw"]),
+    return {"docs": n, "rounds": rounds, "mean_doc_bytes": round(float(np.mean([len(x.encode()) for x in texts]))),
+            "stage_docs_per_s": round(n / best["stage"]), "raw_predict_docs_per_s": round(n / best["raw"]),
             "stage_vs_raw": round(best["raw"] / best["stage"], 3),
+            # the same ratio round by round (each round's stage and raw ran back to back): its median
+            "stage_vs_raw_median_of_rounds": round(float(np.median(np.array(wall["raw"]) / np.array(wall["stage"]))), 3),
+            # per core: documents per CPU-second (every thread counted), which other load changes less
+            "stage_docs_per_cpu_s": round(n / best_cpu["stage"]), "raw_predict_docs_per_cpu_s": round(n / best_cpu["raw"]),
+            "stage_vs_raw_cpu": round(best_cpu["raw"] / best_cpu["stage"], 3),
             # the same predict on the text the stage feeds it: what preprocessing and columns cost (raw text
-            # predicts faster mostly because "word," and the like are out of the model's vocabulary)
+            # has fewer tokens: "word," is one token there, two in the stage's text, and no _nl_)
             "stage_vs_raw_on_prepared": round(best["raw_prepared"] / best["stage"], 3),
             "raw_predict_on_prepared_docs_per_s": round(n / best["raw_prepared"]),
-            "raw_predict_1_thread_docs_per_s": round(n / best["raw_1_thread"])}
+            "raw_predict_1_thread_docs_per_s": round(n / best["raw_1_thread"]),
+            "raw_predict_1_thread_docs_per_cpu_s": round(n / best_cpu["raw_1_thread"])}
+
+
+def fasttext_heads(texts: list[str], heads: tuple[int, ...] = (20_000, 5_000, 2_000, 1_000)) -> dict:
+    """The fastText scorers' max_chars (the head of each document they judge): speed of the web scorer on
+    the benchmark documents, and how far scores and tiers (shipped calibration) move from the default
+    20,000 characters on the distinct pages, with the contrast on the held-out test pages."""
+    from scipy.stats import spearmanr
+
+    from assay.pipeline.schema import make_docs
+    from assay.quality.build import score_rows
+    from assay.quality.corpus import build, sample_page_ids
+    from assay.quality.scorers import FastTextScorer
+    from assay.quality.tiers import TierOptions, assign, load_calibration
+
+    rows = [r for split in build(ROOT.parent / "shared" / "data", sample_page_ids(ROOT)).values() for r in split]
+    base = score_rows(rows)
+    calibration = load_calibration("default")
+    _, _, base_tier, _ = assign(base, calibration, TierOptions())
+    kinds = np.array([r["kind"] for r in rows])
+    test = np.array([r["split"] == "test" for r in rows])
+    clean = kinds == "clean"
+    table = make_docs([{"text": t, "source": "b"} for t in texts])
+    out: dict = {"pages_docs": len(rows), "bench_docs": len(texts)}
+    for head in heads:
+        scorers = {name: FastTextScorer({"model": name, "name": col, "max_chars": head})
+                   for name, col in (("web", "fasttext"), ("edu", "edu"))}
+        web = scorers["web"]
+        web.ensure_setup()
+        web.process(table.slice(0, 100))
+        wall, cpu = 1e9, 1e9
+        for _ in range(3):
+            w, c = _timed(lambda: [web.process(table.slice(s, web.batch_rows)) for s in range(0, len(texts), web.batch_rows)])
+            wall, cpu = min(wall, w), min(cpu, c)
+        scored = base
+        entry: dict = {"docs_per_s": round(len(texts) / wall), "docs_per_cpu_s": round(len(texts) / cpu)}
+        for stage in scorers.values():
+            stage.ensure_setup()
+            col = f"quality_{stage.params.name}"
+            values = stage.scores(base.column("text").combine_chunks()).astype(np.float32)
+            entry[f"spearman_{col}"] = round(float(spearmanr(values, base.column(col).to_numpy()).statistic), 4)
+            scored = scored.set_column(scored.schema.get_field_index(col), col, pa.array(values, pa.float32()))
+        _, _, tier, _ = assign(scored, calibration, TierOptions())
+        entry["same_tier"] = round(float((tier == base_tier).mean()), 4)
+        entry["test_clean_top3"] = round(float((tier[test & clean] <= 2).mean()), 4)
+        entry["test_junk_bottom2"] = round(float((tier[test & ~clean] >= 3).mean()), 4)
+        out[str(head)] = entry
+    return out
 
 
 def ensemble_speed(texts: list[str], work: Path, workers: int = 2) -> dict:
@@ -199,28 +266,47 @@ def contrast_on_test_pages() -> dict:
             "junk_bottom2": result["junk_bottom2"], "kinds": result["kinds"]}
 
 
+PARTS = ("heuristics", "fasttext", "ensemble", "contrast")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--docs", type=int, default=20_000)
     ap.add_argument("--heuristic-docs", type=int, default=4_000, help="datatrove is slow: fewer docs for that part")
+    ap.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
+                    help="run only these parts; the others' figures stay as they are in the results file")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the fastText comparison")
     args = ap.parse_args()
     texts = corpus(args.docs)
-    out: dict = {"machine": {"cpus": os.cpu_count(), "load_avg_1m_at_start": round(os.getloadavg()[0], 2)},
-                 "note": "ratios over the same documents in one run; wall-clock rates fall with other load on the machine"}
+    res = ROOT / "benchmarks" / "results" / "quality.json"
+    out: dict = json.loads(res.read_text()) if set(args.parts) != set(PARTS) and res.exists() else {}
+    out["note"] = "ratios over the same documents in one run; wall-clock rates fall with other load on the machine"
+    machine = {"cpus": os.cpu_count(), "load_avg_1m_at_start": round(os.getloadavg()[0], 2)}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        out["heuristics_vs_datatrove"] = heuristics(texts[:args.heuristic_docs], work)
-        print(json.dumps(out["heuristics_vs_datatrove"], indent=1), flush=True)
-        out["fasttext_vs_raw_predict"] = fasttext_speed(texts)
-        print(json.dumps(out["fasttext_vs_raw_predict"], indent=1), flush=True)
-        out["default_ensemble_with_tiers"] = ensemble_speed(texts, work / "full")
-        print(json.dumps(out["default_ensemble_with_tiers"], indent=1), flush=True)
-        out["default_ensemble_with_tiers_3kb"] = ensemble_speed(cut(texts, 3_000), work / "cut")
-        print(json.dumps(out["default_ensemble_with_tiers_3kb"], indent=1), flush=True)
-    out["machine"]["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
-    out["contrast_test_pages"] = contrast_on_test_pages()
-    print(json.dumps(out["contrast_test_pages"], indent=1), flush=True)
-    res = ROOT / "benchmarks" / "results" / "quality.json"
+        if "heuristics" in args.parts:
+            out["heuristics_vs_datatrove"] = heuristics(texts[:args.heuristic_docs], work)
+            print(json.dumps(out["heuristics_vs_datatrove"], indent=1), flush=True)
+        if "fasttext" in args.parts:
+            load = round(os.getloadavg()[0], 2)
+            out["fasttext_vs_raw_predict"] = fasttext_speed(texts, args.rounds)
+            out["fasttext_vs_raw_predict"]["load_avg_1m"] = [load, round(os.getloadavg()[0], 2)]
+            print(json.dumps(out["fasttext_vs_raw_predict"], indent=1), flush=True)
+            out["fasttext_max_chars"] = fasttext_heads(texts)
+            print(json.dumps(out["fasttext_max_chars"], indent=1), flush=True)
+        if "ensemble" in args.parts:
+            out["default_ensemble_with_tiers"] = ensemble_speed(texts, work / "full")
+            print(json.dumps(out["default_ensemble_with_tiers"], indent=1), flush=True)
+            out["default_ensemble_with_tiers_3kb"] = ensemble_speed(cut(texts, 3_000), work / "cut")
+            print(json.dumps(out["default_ensemble_with_tiers_3kb"], indent=1), flush=True)
+    machine["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
+    if set(args.parts) == set(PARTS):
+        out["machine"] = machine
+    else:
+        out.setdefault("machine", {})["last_partial_run"] = {"parts": args.parts, **machine}
+    if "contrast" in args.parts:
+        out["contrast_test_pages"] = contrast_on_test_pages()
+        print(json.dumps(out["contrast_test_pages"], indent=1), flush=True)
     tmp_path = res.with_suffix(".json.tmp")
     tmp_path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     tmp_path.replace(res)

@@ -217,16 +217,76 @@ def _put_newline(out, pos, started):
     return pos + 4
 
 
-@njit(cache=True)
-def _fasttext_tokens(data, offsets, table, out_offsets, out):
-    """fastText's view of a (lower-cased) text: words of letters and numbers, every other visible
-    character a token of its own, a run of whitespace holding a line break the token `_nl_`, tokens
-    joined by single spaces, written to `out` (large enough); returns the bytes used."""
+@functools.cache
+def lower_table() -> np.ndarray:
+    """Arrow's utf8_lower as a code point map below TABLE_END (int32), taken from Arrow itself so the
+    kernels below lower-case exactly as pc.utf8_lower does (one code point to one, as utf8proc maps)."""
+    import pyarrow.compute as pc
+
+    cps = np.arange(TABLE_END, dtype=np.uint32)
+    cps[0xD800:0xE000] = 32  # surrogates are not text: mapped to themselves below
+    lowered = pc.utf8_lower(pa.array([cps.tobytes().decode("utf-32-le")])).to_pylist()[0]
+    out = np.frombuffer(lowered.encode("utf-32-le"), dtype=np.uint32).astype(np.int32)
+    if len(out) != TABLE_END:
+        raise RuntimeError("utf8_lower did not map code points one to one")
+    out[0xD800:0xE000] = np.arange(0xD800, 0xE000)
+    return out
+
+
+@functools.cache
+def ascii_token_tables() -> tuple[np.ndarray, np.ndarray]:
+    """For ASCII bytes: the fastText token kind of the lower-cased byte (0 symbol, 1 word, 2 space,
+    3 line break) and the lower-cased byte."""
+    table = class_table()
+    low = np.arange(128, dtype=np.uint8)
+    low[ord("A"):ord("Z") + 1] += 32
+    kind = np.array([3 if b == 10 else 2 if (table[low[b]] & SPACE) or b == 11 else 1 if table[low[b]] & 3 else 0
+                     for b in range(128)], dtype=np.uint8)
+    return kind, low
+
+
+@njit(cache=True, inline="always")
+def _encode(out, pos, cp):
+    """Write code point cp as UTF-8 at out[pos]; the new position."""
+    if cp < 0x80:
+        out[pos] = cp
+        return pos + 1
+    if cp < 0x800:
+        out[pos] = 0xC0 | (cp >> 6)
+        out[pos + 1] = 0x80 | (cp & 0x3F)
+        return pos + 2
+    if cp < 0x10000:
+        out[pos] = 0xE0 | (cp >> 12)
+        out[pos + 1] = 0x80 | ((cp >> 6) & 0x3F)
+        out[pos + 2] = 0x80 | (cp & 0x3F)
+        return pos + 3
+    out[pos] = 0xF0 | (cp >> 18)
+    out[pos + 1] = 0x80 | ((cp >> 12) & 0x3F)
+    out[pos + 2] = 0x80 | ((cp >> 6) & 0x3F)
+    out[pos + 3] = 0x80 | (cp & 0x3F)
+    return pos + 4
+
+
+@njit(cache=True, nogil=True)
+def _fasttext_tokens(data, offsets, table, lower, kind, low, max_chars, out_offsets, out):
+    """fastText's view of a text: its first max_chars code points lower-cased (`lower`: code point map;
+    `kind` and `low`: the same for ASCII bytes, see ascii_token_tables), words of letters and numbers,
+    every other visible character a token of its own, a run of whitespace holding a line break the
+    token `_nl_`, tokens joined by single spaces, written to `out` (large enough); returns the bytes
+    used. Lower-casing, the cut and the tokens in one pass, the GIL released."""
     pos = 0
     for d in range(len(offsets) - 1):
         out_offsets[d] = pos
         i = offsets[d]
         end = offsets[d + 1]
+        if end - i > max_chars:  # bytes >= code points: only then can the cut fall inside
+            j = i
+            left = max_chars
+            while j < end and left > 0:
+                b = data[j]
+                j += 1 if b < 0x80 else 2 if b < 0xE0 else 3 if b < 0xF0 else 4
+                left -= 1
+            end = j
         started = False
         gap = False  # whitespace since the last token
         newline = False  # ... holding a line break
@@ -234,17 +294,25 @@ def _fasttext_tokens(data, offsets, table, out_offsets, out):
         while i < end:
             b = data[i]
             if b < 0x80:
-                cp, k = np.int64(b), 1
+                c = kind[b]
+                if c >= 2:  # \s and \v
+                    gap = True
+                    if c == 3:
+                        newline = True
+                    i += 1
+                    continue
+                word = c == 1
+                cp, k = np.int64(low[b]), 1
             else:
                 cp, k = _decode(data, i)
-            f = table[cp] if cp < len(table) else 0
-            if (f & 8) or cp == 11:  # \s (and \v)
-                gap = True
-                if cp == 10:
-                    newline = True
-                i += k
-                continue
-            word = (f & 3) != 0
+                if cp < len(lower):
+                    cp = np.int64(lower[cp])
+                f = table[cp] if cp < len(table) else 0
+                if f & SPACE:
+                    gap = True
+                    i += k
+                    continue
+                word = (f & 3) != 0
             if newline:
                 pos = _put_newline(out, pos, started)
                 started = True
@@ -252,25 +320,36 @@ def _fasttext_tokens(data, offsets, table, out_offsets, out):
             if started and (gap or not word or last_symbol):
                 out[pos] = 32
                 pos += 1
-            for j in range(k):
-                out[pos + j] = data[i + j]
-            pos += k
+            pos = _encode(out, pos, cp)
+            i += k
             started = True
             gap = False
             newline = False
             last_symbol = not word
-            i += k
+            if word:  # the rest of an ASCII word in a tight loop
+                while i < end:
+                    b = data[i]
+                    if b >= 0x80 or kind[b] != 1:
+                        break
+                    out[pos] = low[b]
+                    pos += 1
+                    i += 1
         if newline:
             pos = _put_newline(out, pos, started)
     out_offsets[len(offsets) - 1] = pos
     return out[:pos]
 
 
-def fasttext_tokens(text: pa.Array) -> pa.Array:
-    """The text as fastText tokens (see _fasttext_tokens), as an Arrow string array."""
+def fasttext_tokens(text: pa.Array, max_chars: int | None = None) -> pa.Array:
+    """The lower-cased text (first `max_chars` code points when given) as fastText tokens (see
+    _fasttext_tokens), as an Arrow string array; runs without the GIL, so threads can share a batch."""
     data, offsets = utf8_buffers(text)
+    lo, hi = int(offsets[0]), int(offsets[-1])
     out_offsets = np.zeros(len(offsets), dtype=np.int64)
-    # at most a space before every character and ' _nl_' for every line break
-    out = np.empty(2 * len(data) + 5 * int(np.count_nonzero(data == 10)) + 16, dtype=np.uint8)
-    out = _fasttext_tokens(data, offsets, class_table(), out_offsets, out)
+    # at most a space before every character (lower-casing grows a character by at most one byte, and
+    # only 2-byte ones) and ' _nl_' for every line break
+    out = np.empty(2 * (hi - lo) + 5 * int(np.count_nonzero(data[lo:hi] == 10)) + 16, dtype=np.uint8)
+    kind, low = ascii_token_tables()
+    limit = hi - lo + 1 if max_chars is None else max(int(max_chars), 0)
+    out = _fasttext_tokens(data, offsets, class_table(), lower_table(), kind, low, limit, out_offsets, out)
     return pa.LargeStringArray.from_buffers(len(text), pa.py_buffer(out_offsets), pa.py_buffer(out))

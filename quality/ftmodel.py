@@ -14,21 +14,38 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-MAX_CHARS = 20_000  # longer documents are judged by their head: the score settles long before
+MAX_CHARS = 20_000  # the default head a document is judged by (scorers' max_chars param): the score settles long before
+PARALLEL_ROWS = 2_000  # a batch at least this long is prepared on several threads (the kernel runs without the GIL)
 
 
-def prepare(text: pa.Array) -> list[str]:
+def _threads() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def prepare(text: pa.Array, max_chars: int | None = MAX_CHARS) -> list[str]:
     """Lower-case, punctuation split off words, and line breaks kept as a `_nl_` token: menus and link
     lists are runs of short lines, and a classifier that sees the breaks can tell them from prose.
-    Tokens are joined by single spaces in one compiled pass over the bytes (kernels.fasttext_tokens)."""
+    Only the first `max_chars` characters count (None: all). The cut, lower-casing and tokens are one
+    compiled pass over the UTF-8 bytes (kernels.fasttext_tokens), on slices of the batch in threads as
+    fastText's own batch predict uses every core; only the final list of str is per-row Python."""
     from assay.filters.kernels import fasttext_tokens
 
-    longest = pc.max(pc.binary_length(text)).as_py() or 0  # bytes >= characters: no cut needed below
-    if longest > MAX_CHARS:
-        text = pc.utf8_slice_codeunits(text, 0, MAX_CHARS)
-    return fasttext_tokens(pc.utf8_lower(text)).to_pylist()
+    parts = min(_threads(), len(text) // PARALLEL_ROWS)
+    if parts <= 1:
+        return fasttext_tokens(text, max_chars).to_pylist()
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = np.linspace(0, len(text), parts + 1).astype(int)
+    with ThreadPoolExecutor(parts) as pool:
+        tokens = list(pool.map(lambda a, b: fasttext_tokens(text.slice(a, b - a), max_chars), bounds[:-1], bounds[1:]))
+    out: list[str] = []
+    for part in tokens:
+        out += part.to_pylist()
+    return out
 
 
 def train(texts: Sequence[str], labels: Sequence[str], out: Path, *, dim: int = 16, epoch: int = 20, lr: float = 0.3,
@@ -62,25 +79,31 @@ class Classifier:
 
         self.path = str(path)
         self.model = fasttext_new.load_model(self.path)
-        self.labels = [label.replace("__label__", "") for label in self.model.get_labels()]
+        names = self.model.get_labels()
+        self.labels = [label.replace("__label__", "") for label in names]
+        self._column = {name: j for j, name in enumerate(names)}
 
-    def probabilities(self, text: pa.Array) -> np.ndarray:
-        """[docs, labels] probabilities in the order of self.labels: one batched predict (parallel in
-        fastText, the GIL released) for every label, mapped to columns without per-document Python."""
-        prepared = prepare(text)
+    def probabilities(self, text: pa.Array, max_chars: int | None = MAX_CHARS) -> np.ndarray:
+        """[docs, labels] probabilities in the order of self.labels: one batched predict over the whole
+        list (parallel in fastText, the GIL released) for every label, mapped to columns without
+        per-document Python."""
+        prepared = prepare(text, max_chars)
         if not prepared:
             return np.zeros((0, len(self.labels)))
         names, probs = self.model.predict_batch(prepared, k=-1, threshold=-1.0)
         flat = np.concatenate(probs).astype(np.float64)
-        column = {f"__label__{label}": j for j, label in enumerate(self.labels)}
+        column = self._column
         cols = np.fromiter((column[name] for row in names for name in row), dtype=np.int64, count=len(flat))
-        rows = np.repeat(np.arange(len(prepared)), [len(p) for p in probs])
-        out = np.zeros((len(prepared), len(self.labels)))
-        out[rows, cols] = flat
+        n, width = len(prepared), len(self.labels)
+        out = np.zeros((n, width))
+        if len(flat) == n * width:  # k=-1, negative threshold: every label on every row
+            np.put_along_axis(out, cols.reshape(n, width), flat.reshape(n, width), axis=1)
+        else:  # a row without predictions (an empty line in some fastText builds) keeps zeros
+            out[np.repeat(np.arange(n), [len(p) for p in probs]), cols] = flat
         return out
 
-    def score(self, text: pa.Array, positive: str = "hq") -> np.ndarray:
-        probs = self.probabilities(text)
+    def score(self, text: pa.Array, positive: str = "hq", max_chars: int | None = MAX_CHARS) -> np.ndarray:
+        probs = self.probabilities(text, max_chars)
         if all(label.isdigit() for label in self.labels):  # graded labels 0..k: expected grade, scaled
             grades = np.array([int(label) for label in self.labels], dtype=np.float64)
             return probs @ grades / max(grades.max(), 1)

@@ -49,6 +49,10 @@ class FastTextParams(Params):
     model: str = Field("web", description="Shipped model name (web, edu) or a .bin/.ftz path from `assay quality train`")
     name: str = Field("fasttext", pattern=r"^[a-z][a-z0-9_]*$", description="Writes quality_<name>")
     positive: str = Field("hq", description="The positive label of a binary model (graded models use the expected grade)")
+    max_chars: int = Field(20_000, ge=1, description="Judge each document by its first max_chars characters (the "
+                           "shipped models were trained on the same 20,000-character heads); a shorter head scores "
+                           "faster, in proportion, but drops what comes after it, often the footer and link lists "
+                           "that tell a full page from its main text (benchmarks/quality.py measures the agreement)")
 
 
 @register("quality.fasttext")
@@ -77,7 +81,7 @@ class FastTextScorer(MapStage):
         self.model = None
 
     def scores(self, text: pa.Array) -> np.ndarray:
-        return self.model.score(text, self.params.positive)
+        return self.model.score(text, self.params.positive, self.params.max_chars)
 
     def process(self, table: pa.Table) -> pa.Table:
         self.ensure_setup()

@@ -141,18 +141,35 @@ def test_character_classes_count_like_the_regexes():
 
 
 def test_fasttext_tokens_match_the_regex_definition():
-    """The compiled preprocessing gives the tokens of the regex chain it replaced."""
-    import re
-
+    """The compiled preprocessing (lower-casing, the cut at max_chars and the tokens in one pass) gives
+    the tokens of the Arrow chain it replaced: utf8_slice_codeunits, utf8_lower, then the regexes."""
     import pyarrow.compute as pc
 
-    from assay.filters.kernels import fasttext_tokens
+    from assay.filters.kernels import TABLE_END, fasttext_tokens
+    from assay.quality.ftmodel import prepare
 
-    texts = [PROSE, "", "\n", " (x) ", "a\n\n  b\t\tc \r\n", "naïve café, 3.5%...", "a\u00a0b — «c»", "x\n", "Ünïcode 𝐀1 中文!"]
-    arr = pc.utf8_lower(pa.array(texts))
-    spaced = pc.replace_substring_regex(arr, r"([^\pL\pN\s])", r" \1 ")
-    spaced = pc.replace_substring_regex(spaced, r"[ \t\r\f\v]*\n\s*", " _nl_ ")
-    expected = [t.split(" ") if t else [] for t in pc.utf8_trim(pc.replace_substring_regex(spaced, r"\s+", " "), " ").to_pylist()]
-    got = [t.split(" ") if t else [] for t in fasttext_tokens(arr).to_pylist()]
-    assert got == expected
+    # every BMP code point (where RE2's Unicode tables and Python's agree) but \v, which the kernel
+    # treats as the space fastText splits on (RE2's \s has no \v)
+    every = "".join(chr(c) for c in range(1, 0x10000) if not 0xD800 <= c < 0xE000 and c != 11)
+    texts = [PROSE, "", "\n", " (x) ", "a\n\n  b\t\tc \r\n", "naïve café, 3.5%...", "a\u00a0b — «c»", "x\n", "Ünïcode 𝐀1 中文!",
+             "İSTANBUL \u212a ȺȾ ΣΑΣ\u000cX", "É" * 40 + "\nab", every, every.upper()]
+
+    def reference(arr, max_chars):
+        arr = pc.utf8_lower(pc.utf8_slice_codeunits(arr, 0, max_chars))
+        spaced = pc.replace_substring_regex(arr, r"([^\pL\pN\s])", r" \1 ")
+        spaced = pc.replace_substring_regex(spaced, r"[ \t\r\f\v]*\n\s*", " _nl_ ")
+        return [t.split(" ") if t else [] for t in pc.utf8_trim(pc.replace_substring_regex(spaced, r"\s+", " "), " ").to_pylist()]
+
+    for arr in (pa.array(texts), pa.array(texts, pa.large_string()).slice(2)):
+        for max_chars in (None, 1, 7, 41, 30_000):
+            expected = reference(arr, max_chars or 10**9)
+            assert [t.split(" ") if t else [] for t in fasttext_tokens(arr, max_chars).to_pylist()] == expected
+        # a long batch is prepared in slices on several threads: the same list
+        many = pa.concat_arrays([arr] * 400)
+        assert prepare(many, 41) == [" ".join(t) for t in reference(arr, 41)] * 400
+    got = [t.split(" ") if t else [] for t in fasttext_tokens(pa.array(texts)).to_pylist()]
     assert got[4] == ["a", "_nl_", "b", "c", "_nl_"]
+    assert got[9][:4] == ["istanbul", "k", "ⱥⱦ", "σασ"]  # Arrow's per-code-point lower case, grown bytes too
+    # and beyond the BMP: each character alone is its own token, lower-cased as utf8_lower does
+    astral = pa.array([chr(c) for c in range(0x10000, TABLE_END + 50)])
+    assert fasttext_tokens(astral).to_pylist() == pc.utf8_lower(astral).to_pylist()
