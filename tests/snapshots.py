@@ -42,3 +42,17 @@ def assert_same_demo(run_dir, local_dir, stage_ids):
     assert lm_ours.keys() == lm_ref.keys()
     assert all(abs(lm_ours[k] - lm_ref[k]) < 1e-3 for k in lm_ref), \
         max(((abs(lm_ours[k] - lm_ref[k]), k) for k in lm_ref))
+
+
+def demo_matches_local(engine: str, options: dict, workdir, request) -> None:
+    """Run the demo recipe on `engine`, then compare it with the session's local run of it."""
+    from assay.pipeline.recipe import load_recipe
+    from assay.pipeline.runner import run_recipe
+
+    from conftest import DEMO_RECIPE
+
+    recipe = load_recipe(DEMO_RECIPE)
+    results = run_recipe(recipe, workdir=workdir, engine=engine, options=options, log=lambda *_: None)
+    assert all(r.manifest["engine"].startswith(engine) for r in results if r.manifest["kind"] != "global")
+    _, local_dir, _ = request.getfixturevalue("local_demo")  # after the run: another process builds it meanwhile
+    assert_same_demo(workdir, local_dir, recipe.order())
