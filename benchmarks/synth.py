@@ -5,7 +5,9 @@
    - Assay's OpenAIClient (one keep-alive connection per thread), N threads;
    - a synth.solve stage end to end (run_stage: request cache, verification, Parquet), concurrency N;
    - baselines: a plain sequential urllib loop, and urllib from N threads (a new connection per request).
-   `ideal` is N / latency; `efficiency` = measured / ideal.
+   `ideal` is N / latency; `efficiency` = measured / ideal. On a shared machine requests/s follow
+   the CPU the processes get, so each variant's CPU time per request (this process; the server's
+   for the client run) is recorded too: it is what the client costs, whatever the load.
 2. local_model: tokens/s of the local SmolLM2-135M: Assay's batched decoder with 8 concurrent
    requests, the same with batches of 1, and transformers' own `generate` called sequentially.
 3. sandbox: executions/s of a small Python program: isolated (namespaces, new root, limits),
@@ -50,6 +52,18 @@ def _rate(n: int, fn) -> float:
     return n / (time.perf_counter() - started)
 
 
+def _rate_cpu(n: int, fn, server_pid: int | None = None) -> tuple[float, float, float | None]:
+    """(requests/s, this process's CPU microseconds per request, the server's or None)."""
+    import psutil
+
+    server = psutil.Process(server_pid) if server_pid else None
+    server_cpu = sum(server.cpu_times()[:2]) if server else 0.0
+    cpu = time.process_time()
+    rate = _rate(n, fn)
+    cpu = (time.process_time() - cpu) / n * 1e6
+    return rate, cpu, (sum(server.cpu_times()[:2]) - server_cpu) / n * 1e6 if server else None
+
+
 def bench_client(args) -> dict:
     from assay.pipeline.dataset import write_table
     from assay.pipeline.runner import run_stage
@@ -69,36 +83,41 @@ def bench_client(args) -> dict:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return json.loads(resp.read())
 
+    def solve_stage(n: int, conc: int) -> float:
+        with tempfile.TemporaryDirectory() as tmp:
+            items = write_table(make_docs([{"text": f"q{i}", "source": "b", "meta": {
+                "question": f"q{i}: what is 3 + 4?", "answer": "7", "answer_kind": "integer"}} for i in range(n)]),
+                Path(tmp) / "items")
+            stage = Solve({"url": url, "candidates": 1, "concurrency": conc, "cache_dir": f"{tmp}/cache",
+                           "min_pass_rate": 0.0, "max_pass_rate": 1.0, "model": "bench"})
+            stage.batch_rows = n  # one batch: the stage's concurrency, not the batch size, is measured
+            return _rate_cpu(n, lambda: run_stage(stage, [items], Path(tmp) / "out", options={"workers": 1}))
+
     out: dict = {"latency_s": LATENCY_S, "by_concurrency": {}}
     client = OpenAIClient(url, timeout_s=30)
     try:
+        solve_stage(4, 4)  # lazy imports (the answer checker's sympy, Parquet writing) are not timed
         for conc in (1, 8, 64):
             n = {1: 150, 8: 800, 64: 3000}[conc]
             requests = [dict(REQUEST, seed=i) for i in range(n)]
             with ThreadPoolExecutor(conc) as pool:
                 list(pool.map(client.chat, requests[: conc * 2]))  # warm the connections
-                assay = _rate(n, lambda: list(pool.map(client.chat, requests)))
+                assay, assay_cpu, server_cpu = _rate_cpu(n, lambda: list(pool.map(client.chat, requests)), server.pid)
             with ThreadPoolExecutor(conc) as pool:
-                plain = _rate(n, lambda: list(pool.map(urllib_call, range(n))))
-            with tempfile.TemporaryDirectory() as tmp:
-                items = write_table(make_docs([{"text": f"q{i}", "source": "b", "meta": {
-                    "question": f"q{i}: what is 3 + 4?", "answer": "7", "answer_kind": "integer"}} for i in range(n)]),
-                    Path(tmp) / "items")
-                stage = Solve({"url": url, "candidates": 1, "concurrency": conc, "cache_dir": f"{tmp}/cache",
-                               "min_pass_rate": 0.0, "max_pass_rate": 1.0, "model": "bench"})
-                stage.batch_rows = n  # one batch: the stage's concurrency, not the batch size, is measured
-                started = time.perf_counter()
-                run_stage(stage, [items], Path(tmp) / "out", options={"workers": 1})
-                staged = n / (time.perf_counter() - started)
+                plain, plain_cpu, _ = _rate_cpu(n, lambda: list(pool.map(urllib_call, range(n))))
+            staged, staged_cpu, _ = solve_stage(n, conc)
             ideal = conc / LATENCY_S
             out["by_concurrency"][str(conc)] = {
                 "requests": n, "ideal_rps": round(ideal, 1),
                 "assay_client_rps": round(assay, 1), "assay_client_efficiency": round(assay / ideal, 3),
                 "synth_solve_stage_rps": round(staged, 1), "synth_solve_stage_efficiency": round(staged / ideal, 3),
                 "urllib_threads_rps": round(plain, 1), "assay_vs_urllib_threads": round(assay / plain, 2),
+                "cpu_us_per_request": {"assay_client": round(assay_cpu), "synth_solve_stage": round(staged_cpu),
+                                       "urllib_threads": round(plain_cpu), "server_during_assay_client": round(server_cpu)},
             }
             print(f"client c={conc}: assay {assay:.0f} rps, stage {staged:.0f}, urllib threads {plain:.0f}, "
-                  f"ideal {ideal:.0f}", flush=True)
+                  f"ideal {ideal:.0f}; CPU us/request: assay {assay_cpu:.0f}, stage {staged_cpu:.0f}, "
+                  f"urllib threads {plain_cpu:.0f}, server {server_cpu:.0f}", flush=True)
         sequential = _rate(150, lambda: [urllib_call(i) for i in range(150)])
         out["urllib_sequential_rps"] = round(sequential, 1)
         out["assay_c64_vs_urllib_sequential"] = round(out["by_concurrency"]["64"]["assay_client_rps"] / sequential, 1)

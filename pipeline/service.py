@@ -12,8 +12,8 @@ What every such stage needs and none should write again:
   Answers stored during an unfinished shard are the checkpoints inside it;
 * statistics: calls, cache hits, retries, failures, and token counts and cost from `usage`.
 
-The cache is a directory of small JSON files (`<cache>/<2 hex>/<sha256>.json`, written atomically),
-safe for many processes and hosts on shared storage, where a database file would not be.
+The cache is a directory of append-only journals, one per writing process (see RequestCache), safe
+for many processes and hosts on shared storage, where a database file would not be.
 """
 from __future__ import annotations
 
@@ -21,11 +21,14 @@ import hashlib
 import json
 import os
 import random
+import secrets
+import socket
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
 import pyarrow as pa
 from pydantic import Field
@@ -61,28 +64,207 @@ class ServiceParams(Params):
 
 
 class RequestCache:
+    """Answers by request, stored the moment they arrive and kept across runs, processes and hosts.
+
+    Layout: `<cache>/journal/<host>-<pid>-<random>.jsonl`, one append-only journal per writing
+    process, a line per answer (the request's SHA-256, a tab, `{"request": ..., "response": ...}`),
+    appended with one write as soon as the answer is in (a kill loses nothing answered before it).
+    No two processes write the same file, so it is safe on shared storage (NFS) from many hosts;
+    readers take only complete, parseable lines, so a line a killed writer left half-written is a
+    miss. Each process reads the journals' keys once (sequential reads, no per-entry file) and keeps
+    an index of where each answer lies; a miss looks again for lines other processes have appended
+    since, at most once a second. Creating a file per answer (the layout before, `<cache>/<2 hex>/
+    <sha256>.json`, still read) cost more CPU than the HTTP exchange itself.
+    """
+
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self._journal = _journal_for(self.root)
+
+    def __reduce__(self):  # a copy in another process opens that process's journal
+        return RequestCache, (self.root,)
 
     @staticmethod
-    def key(request: Any) -> str:
-        return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    def canonical(request: Any) -> str:
+        """The request as JSON with sorted keys: what the key hashes (and what the journal stores)."""
+        return json.dumps(request, sort_keys=True, ensure_ascii=False)
 
-    def _path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
+    @staticmethod
+    def key(request: Any, canonical: str | None = None) -> str:
+        text = RequestCache.canonical(request) if canonical is None else canonical
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def get(self, key: str) -> Any | None:
+        return self._journal.get(key)
+
+    def put(self, key: str, request: Any, response: Any, canonical: str | None = None) -> None:
+        self._journal.put(key, RequestCache.canonical(request) if canonical is None else canonical, response)
+
+    def entries(self) -> Iterator[tuple[Any, Any]]:
+        """Every stored (request, response)."""
+        return self._journal.entries()
+
+
+_JOURNALS: dict[tuple[str, int], "_Journal"] = {}
+_JOURNALS_LOCK = threading.Lock()
+
+
+def _journal_for(root: Path) -> "_Journal":
+    """One journal per cache directory and process (a forked child gets its own)."""
+    ident = (str(root.expanduser().absolute()), os.getpid())
+    with _JOURNALS_LOCK:
+        journal = _JOURNALS.get(ident)
+        if journal is None:
+            journal = _JOURNALS[ident] = _Journal(Path(ident[0]))
+        return journal
+
+
+class _Journal:
+    RESCAN_S = 1.0  # a miss looks for other processes' new lines at most this often
+    MAX_OPEN = 32  # journals held open for reading
+
+    def __init__(self, root: Path):
+        self.root, self.dir = root, root / "journal"
+        self.lock = threading.Lock()  # the index, the scans, the open readers
+        self.write_lock = threading.Lock()  # our journal's appends
+        self.index: dict[str, tuple[int, int, int]] = {}  # key -> (file number, offset, length)
+        self.files: list[Path] = []
+        self.numbers: dict[str, int] = {}
+        self.consumed: dict[int, int] = {}  # file number -> bytes indexed (complete lines)
+        self.readers: OrderedDict[int, int] = OrderedDict()  # file number -> fd
+        self.own: int | None = None  # our journal's file number
+        self.own_fd: int | None = None
+        self.own_size = 0
+        self.scanned_at: float | None = None
+        self.legacy = False
+
+    # ---- reading -------------------------------------------------------------------------------
+
+    def _scan(self) -> None:
+        """Index the complete lines appended since the last scan (by every process)."""
+        self.scanned_at = time.monotonic()
         try:
-            return json.loads(self._path(key).read_text())["response"]
-        except (OSError, ValueError, KeyError):
+            names = sorted(os.listdir(self.dir))
+        except FileNotFoundError:
+            names = []
+        for name in names:
+            if not name.endswith(".jsonl"):
+                continue
+            number = self.numbers.get(name)
+            if number is None:
+                number = self.numbers[name] = len(self.files)
+                self.files.append(self.dir / name)
+                self.consumed[number] = 0
+            if number != self.own:
+                self._index_file(number)
+        if not self.legacy:  # the layout before the journals: a file per answer in <2 hex>/
+            try:
+                self.legacy = any(len(e.name) == 2 and e.is_dir() for e in os.scandir(self.root))
+            except FileNotFoundError:
+                pass
+
+    def _index_file(self, number: int) -> None:
+        start = self.consumed[number]
+        try:
+            with open(self.files[number], "rb") as fh:
+                fh.seek(start)
+                data = fh.read()
+        except FileNotFoundError:
+            return
+        pos, end = 0, data.rfind(b"\n") + 1  # a line still being written is left for the next scan
+        while pos < end:
+            eol = data.index(b"\n", pos)
+            if eol - pos > 66 and data[pos + 64:pos + 65] == b"\t":
+                self.index[data[pos:pos + 64].decode("ascii", "replace")] = (number, start + pos + 65, eol - pos - 65)
+            pos = eol + 1
+        self.consumed[number] = start + end
+
+    def _fd(self, number: int) -> int:
+        if number == self.own:
+            return self.own_fd
+        fd = self.readers.get(number)
+        if fd is None:
+            fd = self.readers[number] = os.open(self.files[number], os.O_RDONLY)
+            if len(self.readers) > self.MAX_OPEN:
+                os.close(self.readers.popitem(last=False)[1])
+        else:
+            self.readers.move_to_end(number)
+        return fd
+
+    def get(self, key: str) -> Any | None:
+        with self.lock:
+            if self.scanned_at is None:
+                self._scan()
+            where = self.index.get(key)
+            if where is None and time.monotonic() - self.scanned_at >= self.RESCAN_S:
+                self._scan()
+                where = self.index.get(key)
+            if where is not None:
+                number, offset, length = where
+                try:
+                    raw = os.pread(self._fd(number), length, offset)
+                except OSError:
+                    raw = b""
+        if where is None:
+            return self._legacy_get(key) if self.legacy else None
+        try:
+            return json.loads(raw)["response"]
+        except (ValueError, KeyError, TypeError):
+            return None  # torn or foreign: a miss, the answer is asked for again
+
+    def _legacy_get(self, key: str) -> Any | None:
+        try:
+            return json.loads((self.root / key[:2] / f"{key}.json").read_text())["response"]
+        except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def put(self, key: str, request: Any, response: Any) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-        tmp.write_text(json.dumps({"request": request, "response": response}, ensure_ascii=False))
-        os.replace(tmp, path)
+    def entries(self) -> Iterator[tuple[Any, Any]]:
+        with self.lock:
+            self._scan()
+            locations = list(self.index.values())
+            legacy = self.legacy
+        for number, offset, length in locations:
+            with open(self.files[number], "rb") as fh:
+                fh.seek(offset)
+                try:
+                    entry = json.loads(fh.read(length))
+                except ValueError:
+                    continue
+            yield entry["request"], entry["response"]
+        if legacy:
+            for path in self.root.glob("??/*.json"):
+                try:
+                    entry = json.loads(path.read_text())
+                except (OSError, ValueError):
+                    continue
+                yield entry["request"], entry["response"]
+
+    # ---- writing -------------------------------------------------------------------------------
+
+    def put(self, key: str, request_json: str, response: Any) -> None:
+        response_json = json.dumps(response, ensure_ascii=False)
+        line = f'{key}\t{{"request": {request_json}, "response": {response_json}}}\n'.encode()
+        with self.write_lock:  # not the index's lock: lookups do not wait for the disk
+            if self.own_fd is None:
+                with self.lock:
+                    self._open_own()
+            view = memoryview(line)
+            while view:  # one write almost always; a short write is finished before anyone else writes
+                view = view[os.write(self.own_fd, view):]
+            offset = self.own_size
+            self.own_size += len(line)
+            with self.lock:
+                self.index[key] = (self.own, offset + 65, len(line) - 66)
+                self.consumed[self.own] = self.own_size
+
+    def _open_own(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        host = "".join(c if c.isalnum() or c in "-." else "_" for c in socket.gethostname())[:40] or "host"
+        name = f"{host}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
+        self.own_fd = os.open(self.dir / name, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        self.own = self.numbers[name] = len(self.files)
+        self.files.append(self.dir / name)
+        self.consumed[self.own] = 0
 
 
 def default_cache_dir() -> Path:
@@ -126,7 +308,8 @@ class ServiceStage(MapStage):
 
     def _answer(self, request: Any) -> tuple[Any, str]:
         """(response or PermanentError, how it was obtained)."""
-        key = self.cache.key(request)
+        canonical = self.cache.canonical(request)
+        key = self.cache.key(request, canonical)
         cached = self.cache.get(key)
         if cached is not None:
             return cached, "cache"
@@ -134,7 +317,7 @@ class ServiceStage(MapStage):
             response, retries = self._call_with_retries(request)
         except PermanentError as exc:
             return exc, "failed"
-        self.cache.put(key, request, response)
+        self.cache.put(key, request, response, canonical)
         self.stats.count("service_retries", retries)
         return response, "call"
 

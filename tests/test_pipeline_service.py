@@ -107,3 +107,49 @@ def test_transient_failure_leaves_the_shard_and_the_rerun_pays_nothing_twice(doc
     # everything answered before the failure came from the cache: only "busy one" (and the permanent
     # failure, which is never cached) were asked again
     assert set(healthy.calls) == {"busy one", "bad one"}
+
+
+WRITER = """
+import sys
+from assay.pipeline.service import RequestCache
+cache = RequestCache(sys.argv[1])
+for i in range(int(sys.argv[2]), int(sys.argv[3])):
+    request = {"text": f"t{i}", "extra": "é"}
+    cache.put(cache.key(request), request, {"answer": i})
+"""
+
+
+def test_request_cache_journals_shared_by_processes_torn_lines_and_the_old_layout(tmp_path, monkeypatch):
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    from assay.pipeline.service import RequestCache, _Journal
+
+    root = tmp_path / "cache"
+    subprocess.run([sys.executable, "-c", WRITER, str(root), "0", "50"], check=True)
+    cache = RequestCache(root)
+    key = lambda i: cache.key({"text": f"t{i}", "extra": "é"})  # noqa: E731
+    assert [cache.get(key(i)) for i in (0, 49)] == [{"answer": 0}, {"answer": 49}] and cache.get(key(50)) is None
+    # another process appends meanwhile: a later miss finds its lines (rescans are at most once a RESCAN_S)
+    subprocess.run([sys.executable, "-c", WRITER, str(root), "50", "60"], check=True)
+    monkeypatch.setattr(_Journal, "RESCAN_S", 0.0)
+    assert cache.get(key(55)) == {"answer": 55}
+    # a line a killed writer left half-written is a miss, never an error; whole lines after it still count
+    torn = key(60)
+    (root / "journal" / "killed.jsonl").write_text(f'{torn}\t{{"request": {{}}, "response": {{"ans')
+    (root / "journal" / "broken.jsonl").write_text(f'{key(61)}\tnot json\n{key(62)}\t{{"request": 1, "response": 62}}\n')
+    assert cache.get(torn) is None and cache.get(key(61)) is None and cache.get(key(62)) == 62
+    cache.put(torn, {"text": "t60", "extra": "é"}, {"answer": 60})  # asked again, stored in this process's journal
+    assert cache.get(torn) == {"answer": 60}
+    # entries written in the layout before the journals (a file per answer) are still answers
+    old = hashlib.sha256(b'{"text": "old"}').hexdigest()
+    (root / old[:2]).mkdir()
+    (root / old[:2] / f"{old}.json").write_text(json.dumps({"request": {"text": "old"}, "response": {"answer": "old"}}))
+    fresh = subprocess.run([sys.executable, "-c", f"from assay.pipeline.service import RequestCache\n"
+                            f"c = RequestCache({str(root)!r})\nprint(c.get({old!r}), c.get({torn!r}), len(list(c.entries())))"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert fresh[-1] == str(60 + 1 + 1 + 1)  # two writers, the whole line after a bad one, the re-asked, the old
+    assert "'old'}" in fresh[1] and "60}" in fresh[3]
+    assert len(os.listdir(root / "journal")) == 5  # two writers, two planted files, this process

@@ -19,7 +19,7 @@ import pytest
 from assay.pipeline.dataset import Dataset, write_table
 from assay.pipeline.runner import run_stage
 from assay.pipeline.schema import make_docs
-from assay.pipeline.service import PermanentError, ShardUnfinished
+from assay.pipeline.service import PermanentError, RequestCache, ShardUnfinished, TransientError
 from assay.synth.llm.client import OpenAIClient
 from assay.synth.llm.scripted import Reply, ScriptedServer
 from assay.synth.solve import Solve
@@ -135,7 +135,7 @@ def test_a_killed_run_resumes_without_repeating_completed_requests(tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         first = {key(r) for r in server.requests}
-    cached = {key(json.loads(p.read_text())["request"]) for p in (tmp_path / "cache").rglob("*.json")}
+    cached = {key(request) for request, _ in RequestCache(tmp_path / "cache").entries()}
     assert 0 < len(cached) < 24 and not Dataset(tmp_path / "out").complete
     with ScriptedServer(lambda r: "Answer: 7") as server:
         run_stage(_solve(server.url, tmp_path / "cache", candidates=2, concurrency=2), [items], tmp_path / "out",
@@ -151,6 +151,102 @@ def test_client_sorts_failures():
         with pytest.raises(PermanentError) as err:
             OpenAIClient(server.url).chat({"messages": []})
     assert err.value.reason == "http_404"
+
+
+class RawServer:
+    """A server on 127.0.0.1 that answers each request on a connection with the next of `replies`
+    (raw bytes, or a callable given the socket), for HTTP framing the scripted server never sends."""
+
+    def __init__(self, replies):
+        import socket
+        import threading
+
+        self.replies, self.connections = list(replies), 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while self.replies:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                while self.replies:
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                    if not data:
+                        break
+                    head, _, body = data.partition(b"\r\n\r\n")
+                    length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+                    while len(body) < length:
+                        body += conn.recv(65536)
+                    reply = self.replies.pop(0)
+                    if callable(reply):
+                        reply(conn)
+                        break
+                    conn.sendall(reply)
+                    if b"Connection: close" in reply or b"HTTP/1.0" in reply:
+                        break
+
+    def close(self):
+        self.sock.close()
+
+
+COMPLETION = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Answer: 7"}}]}).encode()
+
+
+def test_client_reads_every_http_framing_and_bounds_the_whole_call():
+    """Chunked bodies, interim 100 answers, Connection: close, HTTP/1.0 bodies that run to the end of
+    the connection; an idle keep-alive connection the server dropped is retried once on a fresh one;
+    a cut-off answer is transient; and `timeout_s` bounds the whole call, not each read."""
+    half = len(COMPLETION) // 2
+    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"%x;ext=1\r\n" % half + COMPLETION[:half]
+               + b"\r\n" + b"%x\r\n" % (len(COMPLETION) - half) + COMPLETION[half:] + b"\r\n0\r\nX-Trailer: y\r\n\r\n")
+    plain = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(COMPLETION) + COMPLETION
+    server = RawServer([
+        b"HTTP/1.1 100 Continue\r\n\r\n" + chunked,
+        plain,
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(COMPLETION) + COMPLETION,
+        b"HTTP/1.0 200 OK\r\n\r\n" + COMPLETION,
+        plain,
+        lambda conn: None,  # the server drops the kept-alive connection without answering ...
+        plain,  # ... and the retry on a fresh connection gets this
+        lambda conn: conn.sendall(plain[:-5]),  # cut off mid-body
+    ])
+    client = OpenAIClient(server.url, timeout_s=5)
+    try:
+        for _ in range(5):
+            assert client.chat({"messages": []})["choices"][0]["message"]["content"] == "Answer: 7"
+        assert server.connections == 3  # kept alive, except after `close` and HTTP/1.0
+        client.chat({"messages": []})
+        assert server.connections == 4  # the dropped one, then a fresh one
+        with pytest.raises(TransientError, match="mid-response"):
+            client.chat({"messages": []})
+    finally:
+        client.close()
+        server.close()
+
+    def trickle(conn):  # every byte in time for a per-read timeout, the whole answer too late
+        try:
+            for byte in plain:
+                conn.sendall(bytes([byte]))
+                time.sleep(0.01)
+        except OSError:  # the client gave up
+            pass
+
+    server = RawServer([trickle])
+    started = time.monotonic()
+    with pytest.raises(TransientError, match="timed out"):
+        OpenAIClient(server.url, timeout_s=0.5).chat({"messages": []})
+    assert time.monotonic() - started < 1.5
+    server.close()
 
 
 # ---- `assay serve` with the real local model ------------------------------------------------------

@@ -94,6 +94,7 @@ def converted(gguf: Path, name: str) -> Path:
     out = models_dir() / name
     with _locked(name):
         if (out / "model.safetensors").exists():
+            _name_architecture(out)
             return out
         import torch
         from safetensors.torch import save_file
@@ -109,6 +110,7 @@ def converted(gguf: Path, name: str) -> Path:
         save_file(state, str(work / "model.safetensors"), metadata={"format": "pt"})
         config = model.config.to_dict()
         config.pop("quantization_config", None)  # the copy is plain float32, not GGUF
+        config["architectures"] = [type(model).__name__]  # GGUF configs lack it; `transformers serve` needs it
         (work / "config.json").write_text(json.dumps(config, indent=1))
         tokenizer.save_pretrained(str(work))
         (work / "SOURCE").write_text(f"dequantised from {gguf} ({_sha256(gguf)})\n")
@@ -116,6 +118,23 @@ def converted(gguf: Path, name: str) -> Path:
             shutil.rmtree(out)
         os.replace(work, out)
     return out
+
+
+def _name_architecture(out: Path) -> None:
+    """Copies converted before the config named its model class get the name (from `model_type`), so
+    tools that pick the class from `architectures` (`transformers serve`) load them too."""
+    path = out / "config.json"
+    config = json.loads(path.read_text())
+    if config.get("architectures"):
+        return
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    model_class = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.get("model_type"))
+    if model_class:
+        config["architectures"] = [model_class]
+        tmp = path.with_name(f".config.json.{os.getpid()}")
+        tmp.write_text(json.dumps(config, indent=1))
+        os.replace(tmp, path)
 
 
 def resolve_model(path: str | None) -> Path:
