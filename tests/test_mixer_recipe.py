@@ -76,4 +76,12 @@ def test_invalid_yaml_and_cli_exit_code(tmp_path, capsys):
 def test_examples_parse(name):
     mixture = load_mixture(EXAMPLES / name)
     assert len(mixture.stages) >= 3
-    assert all(mixture.source_path(s).name == "curated" for s in mixture.sources)
+    # every source is an output of the demo recipe (curated documents, PR templates, synthesis)
+    from assay.pipeline.recipe import load_recipe
+
+    demo = load_recipe(EXAMPLES.parent / "recipes" / "demo.yaml")
+    outputs = set(demo.order())
+    for name in mixture.sources:
+        path = mixture.source_path(name)
+        assert path.parent.name == "demo" and path.name in outputs, (name, path)
+    assert "curated" in {mixture.source_path(s).name for s in mixture.sources}
