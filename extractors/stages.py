@@ -56,16 +56,21 @@ class _HtmlExtracting:
         if self._watchdog is not None:
             self._watchdog.close()
 
-    def extract(self, html: bytes | str, charset: str | None) -> tuple[dict | None, str | None, str | None]:
-        """→ (result, reject_reason, reject_detail)."""
+    def item(self, html: bytes | str, charset: str | None) -> dict[str, Any]:
+        p = self.params
+        return {"html": html, "charset": charset, "mode": p.mode, "include_comments": p.include_comments}
+
+    def extract(self, html: bytes | str, charset: str | None,
+                item: dict[str, Any] | None = None) -> tuple[dict | None, str | None, str | None]:
+        """→ (result, reject_reason, reject_detail). `item`: the one already handed to the watchdog's
+        `submit` for this page."""
         p = self.params
         size = len(html)
         if size > p.max_bytes:
             return None, "too_large", f"{size} bytes > max_bytes={p.max_bytes}"
         if size == 0:
             return None, "empty", "no bytes"
-        out = self.watchdog().run({"html": html, "charset": charset, "mode": p.mode,
-                                   "include_comments": p.include_comments})
+        out = self.watchdog().run(item if item is not None else self.item(html, charset))
         if not out.ok:
             return None, out.reason, out.detail
         result = out.value
@@ -75,7 +80,11 @@ class _HtmlExtracting:
 
     def add(self, buf: DocBuffer, html: bytes | str, charset: str | None, url: str | None,
             where: str, meta: dict[str, Any]) -> None:
-        result, reason, detail = self.extract(html, charset)
+        self.add_result(buf, self.extract(html, charset), html, url, where, meta)
+
+    def add_result(self, buf: DocBuffer, extracted: tuple[dict | None, str | None, str | None],
+                   html: bytes | str, url: str | None, where: str, meta: dict[str, Any]) -> None:
+        result, reason, detail = extracted
         if reason is not None:
             snippet = html[:2000].decode("utf-8", "replace") if isinstance(html, bytes) else html[:2000]
             buf.reject(reason, detail or reason, raw=snippet, where=url or where, meta=meta)
@@ -114,15 +123,50 @@ class ExtractHtmlFiles(_HtmlExtracting, FileReader):
     def source_for(self, path: str) -> str:
         return self.params.source or "html"
 
-    def read_file(self, path: str) -> Iterator[pa.Table]:
-        from ..pipeline.io import open_binary
+    def run_task(self, task, writer) -> Iterator[pa.Table]:
+        # Each file's successor: read_file hands the next page to the extraction child before it
+        # converts and writes the current one, so the child is never idle while this process works.
+        self._following = dict(zip(task.inputs, task.inputs[1:]))
+        self._prefetched: tuple[str, bytes, dict] | None = None
+        yield from super().run_task(task, writer)
 
+    def read_file(self, path: str) -> Iterator[pa.Table]:
         buf = DocBuffer(self.source_for(path))
         with buf.guard(path, "corrupt_file"):
-            with open_binary(path) as fh:
-                data = fh.read(self.params.max_bytes + 1)  # bounded: a gzip bomb stops here, add() rejects it
-            self.add(buf, data, None, _page_url(data), path, {"path": path})
+            ahead, self._prefetched = getattr(self, "_prefetched", None), None
+            if ahead is not None and ahead[0] == path:
+                data, item = ahead[1], ahead[2]
+            else:
+                data, item = _read_page(path, self.params.max_bytes), None
+            extracted = self.extract(data, None, item)
+            self._prefetch(getattr(self, "_following", {}).get(path))
+            self.add_result(buf, extracted, data, _page_url(data), path, {"path": path})
         yield buf.take()
+
+    def _prefetch(self, path: str | None) -> None:
+        """Read the next page and start its extraction; any trouble is left to its own read_file."""
+        import os
+        import stat
+
+        if path is None or not self.watchdog().isolate:
+            return
+        try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return  # a FIFO or device: read_file's guard refuses it, it must not block here
+            data = _read_page(path, self.params.max_bytes)
+        except Exception:
+            return
+        if 0 < len(data) <= self.params.max_bytes:
+            item = self.item(data, None)
+            if self.watchdog().submit(item):
+                self._prefetched = (path, data, item)
+
+
+def _read_page(path: str, max_bytes: int) -> bytes:
+    from ..pipeline.io import open_binary
+
+    with open_binary(path) as fh:
+        return fh.read(max_bytes + 1)  # bounded: a gzip bomb stops here, extract() rejects it
 
 
 # One pass over the first 64 KiB: each <link>/<meta> tag (attributes up to 2,000 bytes) is matched

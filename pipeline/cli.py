@@ -459,11 +459,36 @@ def _terminate_as_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt  # SIGTERM stops like Ctrl-C: workers ended, nothing committed half-way
 
 
+def _skip_pandas_probe() -> None:
+    """pyarrow imports pandas (a quarter of a second, a fifth of a short command's start-up) the first
+    time it converts a Python list, only to ask whether the list is a pandas object. Assay never hands
+    it one, so the probe is answered "no pandas" once, with the import blocked for that call. pyarrow's
+    own pandas functions (`to_pandas`, `from_pandas`) still import pandas when they are called."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    class NoPandas:
+        @staticmethod
+        def find_spec(name: str, path=None, target=None):
+            if name == "pandas":
+                raise ImportError("pandas import skipped for pyarrow's probe")
+            return None
+
+    blocker = NoPandas()
+    sys.meta_path.insert(0, blocker)  # `import pandas` fails for this one call
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(blocker)
+
+
 def main(argv: list[str] | None = None) -> None:
     import signal
 
     if argv is None:  # the real program, not a caller embedding the CLI (tests, notebooks)
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+        _skip_pandas_probe()
     cli = build_cli()
     try:
         cli.main(args=argv, prog_name="assay", standalone_mode=False)

@@ -1,6 +1,8 @@
 """HTML extraction: math as LaTeX, code verbatim, tables/lists/headings, boilerplate gone, limits."""
 import gzip
 import json
+import os
+import time
 
 import pyarrow as pa
 import pytest
@@ -242,3 +244,43 @@ def test_code_block_shapes_come_out_verbatim(block):
         text = extract_html({"html": html, "mode": mode})["text"]
         assert f"```python\n{SHAPE_CODE}\n```" in text, mode
         assert "Copy" not in text and "hljs" not in text and "After the block." in text
+
+
+def _echo_after(item):
+    time.sleep(item[1])
+    return item[0]
+
+
+def test_watchdog_submit_answers_the_right_item_and_counts_time_from_the_hand_over():
+    from assay.extractors.limits import Watchdog
+
+    with Watchdog(_echo_after, timeout_s=1.0) as dog:
+        first = ("a", 0.0)
+        assert dog.submit(first) and not dog.submit(("b", 0.0))  # one item in flight at most
+        assert dog.run(first).value == "a"
+        # Collected late: the limit runs from the hand-over, not from the call that collects it.
+        slow = ("slow", 3.0)
+        assert dog.submit(slow)
+        time.sleep(0.7)
+        start = time.monotonic()
+        out = dog.run(slow)
+        assert not out.ok and out.reason == "timeout" and time.monotonic() - start < 0.8
+        # An item handed over but never collected: its answer must not come back as another's.
+        assert dog.submit(("stale", 0.2))
+        assert dog.run(("fresh", 0.0)).value == "fresh"
+    with Watchdog(_echo_after, isolate=False) as dog:
+        assert not dog.submit(("x", 0.0)) and dog.run(("x", 0.0)).value == "x"
+
+
+def test_html_files_stage_output_is_the_same_with_and_without_the_child(tmp_path):
+    pages = [PAGE, "<html><body></body></html>", PAGE.replace("FFT", "DFT"), "", PAGE]
+    for i, page in enumerate(pages):
+        (tmp_path / f"{i}.html").write_text(page)
+    os.mkfifo(tmp_path / "fifo.html")  # never opened by the look-ahead: it would block
+    isolated, counts = _run(_files_stage(tmp_path))
+    inline, _ = _run(_files_stage(tmp_path, isolate=False))
+    assert isolated.to_pylist() == inline.to_pylist() and counts.rows_in == len(pages) + 1
+    reasons = {json.loads(r["meta"]).get("path", json.loads(r["meta"]).get("location", "")).rsplit("/", 1)[-1]:
+               r["reject_reason"] for r in isolated.to_pylist()}
+    assert reasons == {"0.html": None, "1.html": "no_content", "2.html": None, "3.html": "empty", "4.html": None,
+                       "fifo.html": "unreadable"}
