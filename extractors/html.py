@@ -102,7 +102,7 @@ def _parse(html: str):
     return tree if tree is not None and len(tree) else None
 
 
-def _prepare(html: str):
+def _prepare(html: str, passes: set[str] | None = None):
     from lxml import etree
 
     from .math import math_passes, rewrite_math
@@ -113,7 +113,8 @@ def _prepare(html: str):
         return None, 0, {}, None, []
     title = _title(tree)
     # Math markup is rare; substring tests on the raw text are much cheaper than the rewrite's XPaths.
-    passes = math_passes(html)
+    if passes is None:
+        passes = math_passes(html)
     n_math = rewrite_math(tree, passes) if passes else 0
     for el in tree.xpath(_DROP_XPATH):
         if el.getparent() is not None and el.tag not in ("html", "body"):
@@ -290,9 +291,11 @@ def _fast(tree, code_blocks, include_comments: bool, posts: list):
 
 def extract_html(item: dict[str, Any]) -> dict[str, Any]:
     """One document: {'html': str|bytes, 'charset': str|None, 'mode', 'include_comments'} →
-    {'text', 'title', 'meta'}; text '' when nothing was found."""
+    {'text', 'title', 'meta'}; text '' when nothing was found. An optional 'math_passes' (from
+    `math.math_passes` on the decoded page) spares the scan: a reader computes it while its
+    extraction child is busy with the page before."""
     html, charset = decode_html(item["html"], item.get("charset"))
-    tree, n_math, code_blocks, title, posts = _prepare(html)
+    tree, n_math, code_blocks, title, posts = _prepare(html, item.get("math_passes"))
     if tree is None:
         return {"text": "", "title": None, "meta": {"charset": charset}}
     if item.get("mode", "precise") == "fast":
