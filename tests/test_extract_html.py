@@ -280,7 +280,8 @@ def test_html_files_stage_output_is_the_same_with_and_without_the_child(tmp_path
     isolated, counts = _run(_files_stage(tmp_path))
     inline, _ = _run(_files_stage(tmp_path, isolate=False))
     assert isolated.to_pylist() == inline.to_pylist() and counts.rows_in == len(pages) + 1
-    reasons = {json.loads(r["meta"]).get("path", json.loads(r["meta"]).get("location", "")).rsplit("/", 1)[-1]:
-               r["reject_reason"] for r in isolated.to_pylist()}
+    metas = [json.loads(r["meta"]) for r in isolated.to_pylist()]
+    reasons = {m.get("path", m.get("location", "")).rsplit("/", 1)[-1]: r["reject_reason"]
+               for m, r in zip(metas, isolated.to_pylist())}
     assert reasons == {"0.html": None, "1.html": "no_content", "2.html": None, "3.html": "empty", "4.html": None,
                        "fifo.html": "unreadable"}
