@@ -15,6 +15,7 @@ MODES = {
     "dedup.py": [["quality"], ["speed", "--docs", "100000"], ["memory", "--docs", "1000000", "--shards", "20"],
                  ["spark", "--docs", "1000000", "--shards", "20", "--spark-memory", "1g"]],
     "semantic.py": [["decontam"], ["cluster"], ["speed"]],
+    "trainer.py": [["--ablation"]],  # speed, GPU (when there is one) and the known-order ablation
 }
 
 

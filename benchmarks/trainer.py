@@ -149,16 +149,15 @@ def gpu(steps: int = 20, B: int = 8, T: int = 2048) -> dict:
     return dict(base, measured=True, device=torch.cuda.get_device_name(dev), **results)
 
 
-def ablation(seeds=(0, 1, 2), tokens: int = 400_000, workers: int = 2) -> dict:
+def ablation(seeds=(0, 1, 2), tokens: int = 4_000_000, workers: int = 2) -> dict:
     """The known-order pair at one budget: clean text vs the same with 30% junk; dense check on seed 0."""
     from assay.trainer.ablate import run_ablation
     from assay.trainer.config import AblationSpec
-    from assay.trainer.known_order import build_known_order
+    from assay.trainer.known_order import build_known_order, known_order_config
 
     work = Path(tempfile.mkdtemp(prefix="assay-ablation-"))
     paths = build_known_order(work / "data", train_bytes=None)
-    raw = dict(ablation_config(), data={"train": str(paths["clean"]), "batch_size": 4, "order_seed": 0},
-               eval={"sets": {"held_out": str(paths["eval"])}, "batch_size": 64, "max_rows": 384})
+    raw = known_order_config(paths, tokens)
     cfg_path = work / "tiny.json"
     cfg_path.write_text(json.dumps(raw))
     spec = AblationSpec(name="clean-vs-junk30", config=str(cfg_path), seeds=list(seeds), tokens=tokens,
@@ -183,20 +182,11 @@ def ablation(seeds=(0, 1, 2), tokens: int = 400_000, workers: int = 2) -> dict:
     return summary
 
 
-def ablation_config() -> dict:
-    """The tiny MoE every ablation arm trains: small enough that 6 runs + 2 dense fit ~10 CPU minutes,
-    small batches (512 tokens) because a tiny model gains more from steps than from batch size."""
-    return {"name": "tiny", "tokens": 400_000, "threads": 1,
-            "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2},
-            "moe": {"num_experts": 4, "top_k": 1, "expert_hidden": 128, "n_shared": 1, "z_loss_coef": 1e-3},
-            "optim": {"lr": 1.2e-2, "warmup_fraction": 0.05}, "log": {"every": 25}}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ablation", action="store_true", help="also run the known-order ablation")
     ap.add_argument("--only", choices=["speed", "gpu", "ablation"], default=None)
-    ap.add_argument("--ablation-tokens", type=int, default=400_000)
+    ap.add_argument("--ablation-tokens", type=int, default=4_000_000)
     args = ap.parse_args(argv)
     modes = [args.only] if args.only else ["speed", "gpu"] + (["ablation"] if args.ablation else [])
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}

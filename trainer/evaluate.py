@@ -39,17 +39,24 @@ def evaluate(model: GPT, path: str | Path, batch_size: int = 16, max_rows: int |
             r = np.arange(lo, min(lo + batch_size, n))
             tokens, mask = rows.get(r)
             src = smap.get(r)
-            has_meta |= bool((mask & META).any())
+            batch_meta = bool((mask & META).any())
+            has_meta |= batch_meta
             for name, strip in variants.items():
-                t, m, s = strip_prefix(tokens, mask, rows.pad_id, src) if strip else (tokens, mask, src)
-                w = target_weights(m[:, 1:], meta_loss=False)
-                targets = np.where(w, t[:, 1:], IGNORE)
-                idx = torch.from_numpy(t[:, :-1]).to(device)
-                with autocast or nullcontext():
-                    nats = model.token_nats(idx, torch.from_numpy(targets).to(device)).double().cpu().numpy()
-                bucket = np.where(s[:, 1:] >= 0, s[:, 1:], k - 1)[w]
-                acc[name][0][:] += np.bincount(bucket, weights=nats[w], minlength=k)
-                acc[name][1][:] += np.bincount(bucket, minlength=k)
+                if strip and not batch_meta:  # no prefix to remove: the same rows score the same
+                    part = prefix_part
+                else:
+                    t, m, s = strip_prefix(tokens, mask, rows.pad_id, src) if strip else (tokens, mask, src)
+                    w = target_weights(m[:, 1:], meta_loss=False)
+                    targets = np.where(w, t[:, 1:], IGNORE)
+                    idx = torch.from_numpy(t[:, :-1]).to(device)
+                    with autocast or nullcontext():
+                        nats = model.token_nats(idx, torch.from_numpy(targets).to(device)).double().cpu().numpy()
+                    bucket = np.where(s[:, 1:] >= 0, s[:, 1:], k - 1)[w]
+                    part = np.bincount(bucket, weights=nats[w], minlength=k), np.bincount(bucket, minlength=k)
+                if not strip:
+                    prefix_part = part
+                acc[name][0][:] += part[0]
+                acc[name][1][:] += part[1]
     finally:
         model.train(was_training)
     out = _summary(acc["prefix"], smap, n)
