@@ -233,16 +233,50 @@ def lower_table() -> np.ndarray:
     return out
 
 
+# fastText token kinds of a (lower-cased) code point
+SYMBOL, WORD, GAP, BREAK, DELETED = 0, 1, 2, 3, 4
+APOSTROPHES = "'\u2019\u02bc"  # deleted: "don't" and "don’t" are the word "dont"
+# Separators that carry no sign of quality: commas, quotes and brackets of every script (Unicode Ps,
+# Pe, Pi, Pf) end a word like a space and are no token; they were a fifth of all tokens.
+_SEPARATOR_CATEGORIES = ("Ps", "Pe", "Pi", "Pf")
+_SEPARATORS = ',"`\u060c\u3001\uff0c\u055d\u1363\ua60d\ufe50\ufe51'
+
+
 @functools.cache
-def ascii_token_tables() -> tuple[np.ndarray, np.ndarray]:
-    """For ASCII bytes: the fastText token kind of the lower-cased byte (0 symbol, 1 word, 2 space,
-    3 line break) and the lower-cased byte."""
+def token_kinds(lean: bool = True) -> np.ndarray:
+    """The fastText token kind of every code point below TABLE_END (uint8): a word character (letters,
+    numbers, combining marks), a symbol (its own token), a gap (whitespace; BREAK for a line feed), or
+    deleted (apostrophes). Not `lean`: separators and apostrophes are symbols too (the reference LM
+    reads word order by them).
+
+    Scripts written without spaces (Chinese, Japanese, Thai) stay runs between punctuation: one token a
+    character was tried and lost on the contrast check (its 18 CJK test pages: 54% of junk in the bottom
+    two tiers against 91% with runs), and made those documents 8 times the tokens."""
+    import unicodedata
+
     table = class_table()
+    kind = np.where(table & (LETTER | NUMBER | MARK), WORD, np.where(table & SPACE, GAP, SYMBOL)).astype(np.uint8)
+    kind[11] = GAP  # \v, which fastText splits on too
+    kind[10] = BREAK
+    for cp in range(0x2000, 0x2070):  # typographic spaces that are category Zs but not RE2 \s
+        if unicodedata.category(chr(cp)) == "Zs":
+            kind[cp] = GAP
+    kind[[0xA0, 0x1680, 0x3000]] = GAP
+    if lean:
+        cats = np.array([_SEPARATOR_CATEGORIES.count(unicodedata.category(chr(cp))) for cp in range(0x10000)], dtype=bool)
+        kind[:0x10000][cats] = GAP
+        for c in _SEPARATORS:
+            kind[ord(c)] = GAP
+        for c in APOSTROPHES:
+            kind[ord(c)] = DELETED
+    return kind
+
+
+@functools.cache
+def ascii_lower() -> np.ndarray:
     low = np.arange(128, dtype=np.uint8)
     low[ord("A"):ord("Z") + 1] += 32
-    kind = np.array([3 if b == 10 else 2 if (table[low[b]] & SPACE) or b == 11 else 1 if table[low[b]] & 3 else 0
-                     for b in range(128)], dtype=np.uint8)
-    return kind, low
+    return low
 
 
 @njit(cache=True, inline="always")
@@ -267,15 +301,28 @@ def _encode(out, pos, cp):
     return pos + 4
 
 
+@njit(cache=True, inline="always")
+def _worst_bytes(n_bytes, max_chars):
+    """The most output a document of n_bytes can give: a space before every character (lower-casing
+    grows only 2-byte characters, by one byte) and ' _nl_' for a line feed; at most 4 bytes a
+    character count before the cut."""
+    return 5 * min(n_bytes, 4 * max_chars) + 8
+
+
 @njit(cache=True, nogil=True)
-def _fasttext_tokens(data, offsets, table, lower, kind, low, max_chars, out_offsets, out):
-    """fastText's view of a text: its first max_chars code points lower-cased (`lower`: code point map;
-    `kind` and `low`: the same for ASCII bytes, see ascii_token_tables), words of letters and numbers,
-    every other visible character a token of its own, a run of whitespace holding a line break the
-    token `_nl_`, tokens joined by single spaces, written to `out` (large enough); returns the bytes
-    used. Lower-casing, the cut and the tokens in one pass, the GIL released."""
+def _fasttext_tokens(data, offsets, kinds, lower, low, max_chars, out_offsets, out):
+    """fastText's view of a text: its first max_chars code points lower-cased (`lower`: code point map,
+    `low`: the same for ASCII bytes), words of letters, numbers and marks, every symbol a token of its
+    own, separators and whitespace between tokens, apostrophes deleted (`kinds`: see token_kinds), a
+    run of gaps holding a line break the token `_nl_`, tokens joined by single spaces, written to `out`
+    while the next document surely fits (see _worst_bytes); returns (documents done, bytes used).
+    Lower-casing, the cut and the tokens in one pass, the GIL released."""
     pos = 0
+    done = 0
     for d in range(len(offsets) - 1):
+        if pos + _worst_bytes(offsets[d + 1] - offsets[d], max_chars) > len(out):
+            break
+        done += 1
         out_offsets[d] = pos
         i = offsets[d]
         end = offsets[d + 1]
@@ -288,31 +335,27 @@ def _fasttext_tokens(data, offsets, table, lower, kind, low, max_chars, out_offs
                 left -= 1
             end = j
         started = False
-        gap = False  # whitespace since the last token
+        gap = False  # a gap since the last token
         newline = False  # ... holding a line break
         last_symbol = False
         while i < end:
             b = data[i]
             if b < 0x80:
-                c = kind[b]
-                if c >= 2:  # \s and \v
-                    gap = True
-                    if c == 3:
-                        newline = True
-                    i += 1
-                    continue
-                word = c == 1
                 cp, k = np.int64(low[b]), 1
             else:
                 cp, k = _decode(data, i)
                 if cp < len(lower):
                     cp = np.int64(lower[cp])
-                f = table[cp] if cp < len(table) else 0
-                if f & SPACE:
-                    gap = True
-                    i += k
+            c = kinds[cp] if cp < len(kinds) else SYMBOL
+            if c >= GAP:
+                i += k
+                if c == DELETED:
                     continue
-                word = (f & 3) != 0
+                gap = True
+                if c == BREAK:
+                    newline = True
+                continue
+            word = c == WORD
             if newline:
                 pos = _put_newline(out, pos, started)
                 started = True
@@ -329,27 +372,51 @@ def _fasttext_tokens(data, offsets, table, lower, kind, low, max_chars, out_offs
             if word:  # the rest of an ASCII word in a tight loop
                 while i < end:
                     b = data[i]
-                    if b >= 0x80 or kind[b] != 1:
+                    if b >= 0x80 or kinds[b] != WORD:
                         break
                     out[pos] = low[b]
                     pos += 1
                     i += 1
         if newline:
             pos = _put_newline(out, pos, started)
-    out_offsets[len(offsets) - 1] = pos
-    return out[:pos]
+    out_offsets[done] = pos
+    return done, pos
 
 
-def fasttext_tokens(text: pa.Array, max_chars: int | None = None) -> pa.Array:
+def fasttext_tokens(text: pa.Array, max_chars: int | None = None, lean: bool = True) -> pa.Array:
     """The lower-cased text (first `max_chars` code points when given) as fastText tokens (see
-    _fasttext_tokens), as an Arrow string array; runs without the GIL, so threads can share a batch."""
+    _fasttext_tokens; `lean`: see token_kinds), as an Arrow string array; runs without the GIL, so
+    threads can share a batch."""
     data, offsets = utf8_buffers(text)
-    lo, hi = int(offsets[0]), int(offsets[-1])
+    limit = _limit(offsets, max_chars)
+    worst = 5 * np.minimum(np.diff(offsets), 4 * limit) + 8
+    out = np.empty(int(worst.sum()) + 8, dtype=np.uint8)  # virtual: only the bytes written are touched
     out_offsets = np.zeros(len(offsets), dtype=np.int64)
-    # at most a space before every character (lower-casing grows a character by at most one byte, and
-    # only 2-byte ones) and ' _nl_' for every line break
-    out = np.empty(2 * (hi - lo) + 5 * int(np.count_nonzero(data[lo:hi] == 10)) + 16, dtype=np.uint8)
-    kind, low = ascii_token_tables()
-    limit = hi - lo + 1 if max_chars is None else max(int(max_chars), 0)
-    out = _fasttext_tokens(data, offsets, class_table(), lower_table(), kind, low, limit, out_offsets, out)
-    return pa.LargeStringArray.from_buffers(len(text), pa.py_buffer(out_offsets), pa.py_buffer(out))
+    done, used = _fasttext_tokens(data, offsets, token_kinds(lean), lower_table(), ascii_lower(), limit, out_offsets, out)
+    assert done == len(text)
+    return pa.LargeStringArray.from_buffers(len(text), pa.py_buffer(out_offsets), pa.py_buffer(out[:used]))
+
+
+def _limit(offsets: np.ndarray, max_chars: int | None) -> int:
+    return int(offsets[-1] - offsets[0]) + 1 if max_chars is None else max(int(max_chars), 0)
+
+
+def fasttext_token_lists(text: pa.Array, max_chars: int | None, scratch: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """fasttext_tokens as a list of str, written through `scratch` (reused, and replaced by a larger
+    one when a document needs more; the one to keep is returned): a fresh buffer for every batch costs
+    page faults that serialise threads."""
+    data, offsets = utf8_buffers(text)
+    limit = _limit(offsets, max_chars)
+    kinds, lower, low = token_kinds(True), lower_table(), ascii_lower()
+    out_offsets = np.zeros(len(offsets), dtype=np.int64)
+    result: list[str] = []
+    start = 0
+    while start < len(text):
+        need = 5 * min(int(offsets[start + 1] - offsets[start]), 4 * limit) + 8
+        if need > len(scratch):
+            scratch = np.empty(need, dtype=np.uint8)
+        done, used = _fasttext_tokens(data, offsets[start:], kinds, lower, low, limit, out_offsets, scratch)
+        result += pa.LargeStringArray.from_buffers(done, pa.py_buffer(out_offsets[:done + 1]),
+                                                   pa.py_buffer(scratch[:used])).to_pylist()
+        start += done
+    return result, scratch

@@ -42,22 +42,43 @@ def full_text(html: str) -> str:
                               preserve_formatting=True, skip_elements=["script", "style", "noscript"])
 
 
+# Characters of scripts written without spaces: a "word" of their text is one character
+_UNSPACED = "\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_UNITS = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]+")
+_IS_UNSPACED = re.compile(f"[{_UNSPACED}]")
+
+
+def _join(units: list[str]) -> str:
+    """Units back into a line: a space between two words, none next to a character of an unspaced script."""
+    out = ""
+    for u in units:
+        if out and not (_IS_UNSPACED.match(u) or _IS_UNSPACED.match(out[-1])):
+            out += " "
+        out += u
+    return out
+
+
 def shuffled(text: str, rng: random.Random) -> str:
-    """The same words in random order; line breaks stay where they were."""
-    lines = text.split("\n")
-    words = text.split()
-    rng.shuffle(words)
+    """The same words (characters, in Chinese, Japanese or Thai) in random order; line breaks stay where
+    they were."""
+    lines = [_UNITS.findall(line) for line in text.split("\n")]
+    units = [u for line in lines for u in line]
+    rng.shuffle(units)
     out, i = [], 0
     for line in lines:
-        k = len(line.split())
-        out.append(" ".join(words[i:i + k]))
-        i += k
+        out.append(_join(units[i:i + len(line)]))
+        i += len(line)
     return "\n".join(out)
 
 
 def keywords(text: str, k: int = 12) -> list[str]:
+    """The page's most frequent words of four letters or more (in unspaced scripts: character pairs)."""
     counts: dict[str, int] = {}
-    for w in re.findall(r"[a-zA-Z][a-zA-Z\-]{3,}", text.lower()):
+    lower = text.lower()
+    found = [w for w in re.findall(r"[^\W\d_][\w\-]{3,}", lower) if not _IS_UNSPACED.search(w)]
+    for run in re.findall(f"[{_UNSPACED}]+", lower):
+        found += [run[i:i + 2] for i in range(0, len(run) - 1, 2)]
+    for w in found:
         if w not in _STOP:
             counts[w] = counts.get(w, 0) + 1
     return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]] or ["page"]
@@ -97,30 +118,27 @@ def variants(page_id: str, clean: str, html: str | None) -> Iterator[tuple[str, 
 
 
 def _pages(shared: Path) -> Iterator[tuple[str, str, str, str]]:
-    """(page id, url, main text, html) for the English article pages of aeb and magic-html."""
+    """(page id, url, main text, html) for the article pages of aeb and the article and forum pages of
+    magic-html, in every language."""
     aeb = shared / "extraction" / "aeb"
     truth = json.loads((aeb / "ground-truth.json").read_text())
     for pid, item in sorted(truth.items()):
         path = aeb / "html" / f"{pid}.html.gz"
         if path.exists() and len(item.get("articleBody", "")) >= 500:
             yield pid, item.get("url", ""), item["articleBody"], _decode(path)
-    magic = shared / "extraction" / "magic-html" / "benchmark" / "data" / "article"
-    for pid, item in sorted(json.loads((magic / "base.json").read_text()).items()):
-        path = magic / "htmls" / f"{pid}.html.gz"
-        text = item.get("content", "")
-        if path.exists() and len(text) >= 500 and _latin_share(text) > 0.8:
-            yield pid, item.get("url", ""), text, _decode(path)
+    for family in ("article", "forum"):  # forum: the posts of a thread are its main content
+        magic = shared / "extraction" / "magic-html" / "benchmark" / "data" / family
+        for pid, item in sorted(json.loads((magic / "base.json").read_text()).items()):
+            path = magic / "htmls" / f"{pid}.html.gz"
+            text = item.get("content", "")
+            if path.exists() and len(text) >= 500:
+                yield pid, item.get("url", ""), text, _decode(path)
 
 
 def _decode(path: Path) -> str:
     from assay.extractors.html import decode_html
 
     return decode_html(gzip.decompress(path.read_bytes()))[0]
-
-
-def _latin_share(text: str) -> float:
-    letters = re.findall(r"[^\W\d_]", text)
-    return sum(c.isascii() for c in letters) / max(len(letters), 1)
 
 
 def build(shared: Path, forced_test: frozenset[str] = frozenset()) -> dict[str, list[dict]]:
@@ -156,7 +174,7 @@ def main() -> None:
     import sys
 
     repo = Path(__file__).resolve().parents[1]
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else repo / "filters" / "data"
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else repo / "quality" / "data"
     shared = Path(sys.argv[2]) if len(sys.argv) > 2 else repo.parent / "shared" / "data"
     sets = build(shared, sample_page_ids(repo))
     for name in ("train", "calib"):

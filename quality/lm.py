@@ -27,9 +27,14 @@ MAX_CHARS = 20_000
 
 
 def _word_hashes(text: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:
-    """(hash per word, document per word, docs) with words lower-cased and punctuation split off."""
-    text = pc.utf8_lower(pc.utf8_slice_codeunits(text, 0, MAX_CHARS))
-    w = T.words(text)
+    """(hash per word, document per word, docs): the fastText scorer's tokens with punctuation kept
+    (lower-cased, symbols split off, characters of unspaced scripts one by one), without `_nl_`."""
+    from assay.filters.kernels import fasttext_tokens
+
+    lists = pc.utf8_split_whitespace(fasttext_tokens(text, MAX_CHARS, lean=False))
+    values = pc.list_flatten(lists)
+    keep = pc.and_(pc.not_equal(values, "_nl_"), pc.greater(pc.binary_length(values), 0))  # "" splits into [""]
+    w = T.Pieces(values.filter(keep), np.asarray(pc.list_parent_indices(lists))[np.asarray(keep)].astype(np.int64), len(text))
     codes, dictionary = w.codes()
     hashes = np.fromiter((xxhash.xxh3_64_intdigest(s.encode()) for s in dictionary.to_pylist()), dtype=np.uint64, count=len(dictionary))
     return hashes[codes], w.doc, w.n_docs

@@ -91,7 +91,8 @@ def test_build_moves_the_top_three_boundary_to_balance_clean_and_junk():
     table = make_docs([{"text": "x" * 400, "source": "t", "url": f"u{i}"} for i in range(len(scores))])
     table = table.append_column("quality_web", pa.array(scores, pa.float32()))
     calibration = make_calibration([fit_histograms(table, ["web"], None)], "mean")  # not balanced: junk is 60%
-    cut = balanced_cutoffs(table, labels, calibration)
+    worst, cut = balanced_cutoffs(table, labels, calibration)
+    assert worst >= 0.99
     from assay.quality.tiers import TierOptions, assign
 
     _, _, tier, _ = assign(table, calibration, TierOptions(cutoffs=cut))
