@@ -92,35 +92,27 @@ class CompiledModel:
         self.prune = np.full(self.bucket, -1, dtype=np.int32) if prune_size >= 0 else np.arange(self.bucket, dtype=np.int32)
         self.prune[pairs[:, 0]] = pairs[:, 1]
         (quantized,) = r.take("?")
-        if quantized:
+        if quantized:  # decoded once to 4 bytes a weight (a few MB): rows read without the codebooks
             (qnorm,) = r.take("?")
             rows, _cols = r.take("qq")
             (codesize,) = r.take("i")
-            self.codes = r.array(np.uint8, codesize)
-            pq_dim, self.nsubq, self.dsub, self.lastdsub = r.take("iiii")
-            self.centroids = r.array(np.float32, pq_dim * KSUB)
+            codes = r.array(np.uint8, codesize)
+            pq_dim, nsubq, dsub, lastdsub = r.take("iiii")
+            centroids = r.array(np.float32, pq_dim * KSUB)
+            norm_codes, norm_centroids = np.zeros(0, np.uint8), np.ones(KSUB, np.float32)
             if qnorm:
-                self.norm_codes = r.array(np.uint8, rows)
-                ndim, _, _, _ = r.take("iiii")
-                self.norm_centroids = r.array(np.float32, ndim * KSUB)
-            else:
-                self.norm_codes, self.norm_centroids = np.zeros(0, np.uint8), np.ones(KSUB, np.float32)
-            self.dense = np.zeros((0, dim), np.float32)
+                norm_codes = r.array(np.uint8, rows)
+                norm_dim, _, _, _ = r.take("iiii")
+                norm_centroids = r.array(np.float32, norm_dim * KSUB)
+            self.dense = _decode_rows(rows, dim, codes, centroids, nsubq, dsub, lastdsub, norm_codes, norm_centroids)
         else:
             rows, cols = r.take("qq")
             self.dense = r.array(np.float32, rows * cols).reshape(rows, cols)
-            self.codes, self.centroids = np.zeros(0, np.uint8), np.zeros(0, np.float32)
-            self.nsubq = self.dsub = self.lastdsub = 0
-            self.norm_codes, self.norm_centroids = np.zeros(0, np.uint8), np.ones(KSUB, np.float32)
         (qout,) = r.take("?")
         if qout:
             raise UnsupportedModel(f"{path}: a quantized output layer is not covered")
         out_rows, out_cols = r.take("qq")
         self.output = r.array(np.float32, out_rows * out_cols).reshape(out_rows, out_cols)
-        if quantized:  # decoded once: 4 bytes a weight (a few MB), read row by row without the codebooks
-            self.dense = _decode_rows(rows, dim, self.codes, self.centroids, self.nsubq, self.dsub, self.lastdsub,
-                                      self.norm_codes, self.norm_centroids)
-        self.dim = dim
         self._dictionary(words)
 
     def _dictionary(self, words: list[bytes]) -> None:
