@@ -10,6 +10,7 @@ document); a model it does not cover falls back to fasttext_new's predict.
 from __future__ import annotations
 
 import os
+import struct
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -121,7 +122,7 @@ class Classifier:
 
         try:
             self.compiled: CompiledModel | None = CompiledModel(self.path)
-        except UnsupportedModel:
+        except (UnsupportedModel, struct.error, ValueError, IndexError):  # a file fastText reads and this parser does not
             self.compiled = None
 
     def probabilities(self, text: pa.Array, max_chars: int | None = MAX_CHARS) -> np.ndarray:
