@@ -389,7 +389,7 @@ def fasttext_tokens(text: pa.Array, max_chars: int | None = None, lean: bool = T
     threads can share a batch."""
     data, offsets = utf8_buffers(text)
     limit = _limit(offsets, max_chars)
-    worst = 5 * np.minimum(np.diff(offsets), 4 * limit) + 8
+    worst = 5 * np.minimum(np.diff(offsets), 4 * limit) + 8  # _worst_bytes of every document
     out = np.empty(int(worst.sum()) + 8, dtype=np.uint8)  # virtual: only the bytes written are touched
     out_offsets = np.zeros(len(offsets), dtype=np.int64)
     done, used = _fasttext_tokens(data, offsets, token_kinds(lean), lower_table(), ascii_lower(), limit, out_offsets, out)
@@ -412,7 +412,7 @@ def fasttext_token_lists(text: pa.Array, max_chars: int | None, scratch: np.ndar
     result: list[str] = []
     start = 0
     while start < len(text):
-        need = 5 * min(int(offsets[start + 1] - offsets[start]), 4 * limit) + 8
+        need = _worst_bytes(int(offsets[start + 1] - offsets[start]), limit)
         if need > len(scratch):
             scratch = np.empty(need, dtype=np.uint8)
         done, used = _fasttext_tokens(data, offsets[start:], kinds, lower, low, limit, out_offsets, scratch)

@@ -38,12 +38,10 @@ def prepare(text: pa.Array, max_chars: int | None = MAX_CHARS) -> list[str]:
     count (None: all). The cut, lower-casing and tokens are one compiled pass over the UTF-8 bytes
     (kernels.fasttext_tokens), on slices of the batch in threads as fastText's own batch predict uses
     every core; only the final list of str is per-row Python."""
-    parts = min(_threads(), len(text) // PARALLEL_ROWS)
-    if parts <= 1:
-        return _prepare_part(text, max_chars)
-    bounds = np.linspace(0, len(text), parts + 1).astype(int)
+    from assay.filters.kernels import fasttext_token_lists
+
     out: list[str] = []
-    for part in _pool().map(lambda a, b: _prepare_part(text.slice(a, b - a), max_chars), bounds[:-1], bounds[1:]):
+    for part in _in_slices(text, lambda part, scratch: fasttext_token_lists(part, max_chars, scratch)):
         out += part
     return out
 
@@ -53,23 +51,22 @@ _local = threading.local()
 _pools: dict[int, ThreadPoolExecutor] = {}
 
 
-def _prepare_part(text: pa.Array, max_chars: int | None) -> list[str]:
-    """One slice through this thread's scratch buffer, kept for the next batch."""
-    from assay.filters.kernels import fasttext_token_lists
+def _in_slices(text: pa.Array, work) -> list:
+    """work(slice, scratch) -> (result, scratch to keep) on slices of a long batch in this process's
+    threads, each with its own scratch buffer kept between batches (a fresh buffer per batch costs page
+    faults that serialise the threads); the results in order."""
+    def run(a: int, b: int):
+        scratch = getattr(_local, "scratch", None)
+        if scratch is None:
+            scratch = np.empty(_SCRATCH_BYTES, dtype=np.uint8)
+        result, _local.scratch = work(text.slice(a, b - a), scratch)
+        return result
 
-    scratch = getattr(_local, "scratch", None)
-    if scratch is None:
-        scratch = np.empty(_SCRATCH_BYTES, dtype=np.uint8)
-    out, _local.scratch = fasttext_token_lists(text, max_chars, scratch)
-    return out
-
-
-def _compiled_part(model, text: pa.Array, max_chars: int | None) -> np.ndarray:
-    scratch = getattr(_local, "scratch", None)
-    if scratch is None:
-        scratch = np.empty(_SCRATCH_BYTES, dtype=np.uint8)
-    out, _local.scratch = model.probabilities(text, max_chars, scratch)
-    return out
+    parts = min(_threads(), len(text) // PARALLEL_ROWS)
+    if parts <= 1:
+        return [run(0, len(text))]
+    bounds = np.linspace(0, len(text), parts + 1).astype(int)
+    return list(_pool().map(run, bounds[:-1], bounds[1:]))
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -116,13 +113,14 @@ class Classifier:
         self.model = fasttext_new.load_model(self.path)
         names = self.model.get_labels()
         self.labels = [label.replace("__label__", "") for label in names]
-        self._names = list(names)
         self._column = {name: j for j, name in enumerate(names)}
         from .ftpredict import CompiledModel, UnsupportedModel
 
         try:
             self.compiled: CompiledModel | None = CompiledModel(self.path)
         except (UnsupportedModel, struct.error, ValueError, IndexError):  # a file fastText reads and this parser does not
+            self.compiled = None
+        if self.compiled is not None and self.compiled.labels != list(names):  # both read the file's order
             self.compiled = None
 
     def probabilities(self, text: pa.Array, max_chars: int | None = MAX_CHARS) -> np.ndarray:
@@ -131,13 +129,7 @@ class Classifier:
         cover goes through fastText's own batched predict."""
         if self.compiled is None:
             return self._predicted(text, max_chars)
-        order = [self.compiled.labels.index(name) for name in self._names]
-        parts = min(_threads(), len(text) // PARALLEL_ROWS)
-        if parts <= 1:
-            return _compiled_part(self.compiled, text, max_chars)[:, order]
-        bounds = np.linspace(0, len(text), parts + 1).astype(int)
-        pieces = _pool().map(lambda a, b: _compiled_part(self.compiled, text.slice(a, b - a), max_chars), bounds[:-1], bounds[1:])
-        return np.concatenate(list(pieces))[:, order]
+        return np.concatenate(_in_slices(text, lambda part, scratch: self.compiled.probabilities(part, max_chars, scratch)))
 
     def _predicted(self, text: pa.Array, max_chars: int | None) -> np.ndarray:
         """fastText's batched predict (parallel, the GIL released) on the prepared texts."""

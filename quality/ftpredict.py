@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from assay.filters.kernels import _fasttext_tokens, _worst_bytes, ascii_lower, lower_table, token_kinds, utf8_buffers
+from assay.filters.kernels import _fasttext_tokens, _limit, _worst_bytes, ascii_lower, lower_table, token_kinds, utf8_buffers
 
 MAGIC, VERSION = 793712314, 12
 SOFTMAX, SUPERVISED = 3, 3
@@ -53,14 +53,6 @@ class _Reader:
         out = self.data[self.pos:end]
         self.pos = end + 1
         return out
-
-
-def fnv1a(token: bytes) -> int:
-    """fastText's word hash: 32-bit FNV-1a over the bytes taken as signed chars."""
-    h = 2166136261
-    for b in token:
-        h = ((h ^ ((b - 256) & 0xFFFFFFFF if b >= 128 else b)) * 16777619) & 0xFFFFFFFF
-    return h
 
 
 class CompiledModel:
@@ -117,36 +109,23 @@ class CompiledModel:
 
     def _dictionary(self, words: list[bytes]) -> None:
         """Open addressing on the FNV hash (bytes compared on a hit) over the words, "</s>" included."""
-        self.word_bytes = np.frombuffer(b"".join(words), dtype=np.uint8)
+        self.word_bytes = np.frombuffer(b"".join(words) or b"\0", dtype=np.uint8)
         self.word_offsets = np.concatenate(([0], np.cumsum([len(w) for w in words]))).astype(np.int64)
-        hashes = np.array([fnv1a(w) for w in words], dtype=np.uint32)
         size = 1 << max(4, int(2 * len(words) - 1).bit_length())
         self.table = np.full(size, -1, dtype=np.int32)
         self.table_hash = np.zeros(size, dtype=np.uint32)
-        for wid, h in enumerate(hashes):
-            slot = int(h) & (size - 1)
-            while self.table[slot] >= 0:
-                slot = (slot + 1) & (size - 1)
-            self.table[slot], self.table_hash[slot] = wid, h
-        self.eos_hash = np.uint32(fnv1a(EOS))
-        self.eos_id = self._lookup(EOS)
-
-    def _lookup(self, word: bytes) -> int:
-        h = fnv1a(word)
-        slot = h & (len(self.table) - 1)
-        while self.table[slot] >= 0:
-            wid = int(self.table[slot])
-            if self.table_hash[slot] == h and bytes(self.word_bytes[self.word_offsets[wid]:self.word_offsets[wid + 1]]) == word:
-                return wid
-            slot = (slot + 1) & (len(self.table) - 1)
-        return -1
+        _fill_table(self.word_bytes, self.word_offsets, self.table, self.table_hash)
+        eos = np.frombuffer(EOS, dtype=np.uint8)
+        self.eos_hash = _fnv1a(eos, 0, len(eos))
+        self.eos_id = _word_id(eos, 0, len(eos), self.eos_hash, self.table, self.table_hash, self.word_bytes,
+                               self.word_offsets)
 
     def probabilities(self, text: pa.Array, max_chars: int | None, scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """([docs, labels] as fastText's predict with k=-1 reports them: softmax + 1e-5, the scratch
         buffer to keep)."""
         data, offsets = utf8_buffers(text)
-        limit = int(offsets[-1] - offsets[0]) + 1 if max_chars is None else max(int(max_chars), 0)
-        worst = max(int(_worst_bytes(int(np.diff(offsets).max(initial=0)), limit)), 64)
+        limit = _limit(offsets, max_chars)
+        worst = _worst_bytes(int(np.diff(offsets).max(initial=0)), limit)
         if len(scratch) < worst:
             scratch = np.empty(worst, dtype=np.uint8)
         out = np.zeros((len(text), len(self.labels)), dtype=np.float64)
@@ -172,6 +151,30 @@ def _decode_rows(rows, dim, codes, centroids, nsubq, dsub, lastdsub, norm_codes,
             for j in range(width):
                 out[row, m * dsub + j] = norm * centroids[start + j]
     return out
+
+
+@njit(cache=True, inline="always")
+def _fnv1a(buf, a, b):
+    """fastText's word hash of buf[a:b]: 32-bit FNV-1a over the bytes taken as signed chars."""
+    h = np.uint64(2166136261)
+    for j in range(a, b):
+        byte = np.uint64(buf[j])
+        if byte >= 128:
+            byte |= np.uint64(0xFFFFFF00)
+        h = ((h ^ byte) * np.uint64(16777619)) & np.uint64(0xFFFFFFFF)
+    return h
+
+
+@njit(cache=True)
+def _fill_table(word_bytes, word_offsets, table, table_hash):
+    mask = len(table) - 1
+    for wid in range(len(word_offsets) - 1):
+        h = _fnv1a(word_bytes, word_offsets[wid], word_offsets[wid + 1])
+        slot = np.int64(h & np.uint64(mask))
+        while table[slot] >= 0:
+            slot = (slot + 1) & mask
+        table[slot] = wid
+        table_hash[slot] = np.uint32(h)
 
 
 @njit(cache=True, inline="always")
@@ -209,8 +212,6 @@ def _predict(data, offsets, kinds, lower, low, max_chars, scratch, table, table_
     ids = np.empty(1024, dtype=np.int64)
     hashes = np.empty(1024, dtype=np.int64)  # fastText keeps word hashes as int32, widened with their sign
     doc_offsets = np.zeros(2, dtype=np.int64)
-    fnv_prime = np.uint64(16777619)
-    low32 = np.uint64(0xFFFFFFFF)
     for d in range(len(offsets) - 1):
         _fasttext_tokens(data, offsets[d:d + 2], kinds, lower, low, max_chars, doc_offsets, scratch)
         end = doc_offsets[1]
@@ -220,17 +221,13 @@ def _predict(data, offsets, kinds, lower, low, max_chars, scratch, table, table_
         while not eos:
             if i < end:  # the token scratch[i:j]
                 j = i
-                h = np.uint64(2166136261)
                 while j < end and scratch[j] != 32:
-                    byte = np.uint64(scratch[j])
-                    if byte >= 128:
-                        byte |= np.uint64(0xFFFFFF00)  # hashed as a signed char
-                    h = ((h ^ byte) * fnv_prime) & low32
                     j += 1
+                h = _fnv1a(scratch, i, j)
                 wid = _word_id(scratch, i, j, h, table, table_hash, word_bytes, word_offsets)
                 i = j + 1
             else:  # the end of line fastText reads after every text
-                h = np.uint64(eos_hash)
+                h = eos_hash
                 wid = eos_id
                 eos = True
             if wid >= nwords:  # a label in the text: not a word

@@ -28,7 +28,7 @@ MAX_CHARS = 20_000
 
 def _word_hashes(text: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:
     """(hash per word, document per word, docs): the fastText scorer's tokens with punctuation kept
-    (lower-cased, symbols split off, characters of unspaced scripts one by one), without `_nl_`."""
+    (lower-cased, symbols split off), without `_nl_`."""
     from assay.filters.kernels import fasttext_tokens
 
     lists = pc.utf8_split_whitespace(fasttext_tokens(text, MAX_CHARS, lean=False))
