@@ -27,8 +27,7 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]
 _DROP_TAGS = ("script", "style", "noscript", "svg", "iframe", "template", "object", "embed", "canvas",
               "nav", "footer", "aside", "select", "button", "input", "textarea", "link", "meta")
 # Landmarks that are never main content; pruned before extraction so every later pass walks less tree.
-_DROP_XPATH = ("//*[@role or @aria-hidden or @hidden][@role='navigation' or @role='contentinfo' or @role='complementary' or @role='search'"
-               " or @aria-hidden='true' or @hidden]")
+_DROP_ROLES = frozenset(("navigation", "contentinfo", "complementary", "search"))
 _POST_QUOTE = re.compile(r"post|message|content|body|entry", re.I)
 _DOCTYPE_SLASH = re.compile(r"^\s*<\s?!\s?doctype[^>]*/[^<>]*>", re.I)
 
@@ -80,6 +79,12 @@ def _parse(html: str):
     if _PARSER is None:
         _PARSER = lxml_html.HTMLParser(collect_ids=False, default_doctype=False, encoding="utf-8", remove_comments=True,
                                        remove_pis=True)
+        # lxml.html picks each element's class in a Python callback (form, input, label... classes),
+        # once per element proxy: the extractor's walks create about 1,700 per page. Every element as
+        # a plain HtmlElement is the same API, chosen in C.
+        _PARSER.set_element_class_lookup(etree.ElementDefaultClassLookup(
+            element=lxml_html.HtmlElement, comment=lxml_html.HtmlComment, pi=lxml_html.HtmlProcessingInstruction,
+            entity=lxml_html.HtmlEntity))
     if "\x00" in html:
         html = html.replace("\x00", "")
     head = html[:200]
@@ -110,7 +115,7 @@ def _prepare(html: str, passes: set[str] | None = None):
     if passes is None:
         passes = math_passes(html)
     n_math = rewrite_math(tree, passes) if passes else 0
-    for el in tree.xpath(_DROP_XPATH):
+    for el in _hidden_landmarks(tree):
         if el.getparent() is not None and el.tag not in ("html", "body"):
             el.drop_tree()  # keeps the tail: the text after a hidden anchor is content
     # Dropped before the code blocks are saved: a <script> (highlighter loaders) or a "Copy" <button>
@@ -142,6 +147,13 @@ def _prepare(html: str, passes: set[str] | None = None):
     posts = thread_posts(tree)  # forum/Q&A candidates; whether the page is a thread is decided later
     _loose_text_paragraphs(posts)
     return _main_region(tree), n_math, code_blocks, title, posts
+
+
+def _hidden_landmarks(tree) -> list:
+    """Navigation, footer, sidebar and search landmarks, and hidden elements, in document order.
+    A Python walk: faster than the equivalent XPath on attributes."""
+    return [el for el in tree.iter("*")
+            if el.get("role") in _DROP_ROLES or el.get("aria-hidden") == "true" or el.get("hidden") is not None]
 
 
 _CODE_WRAPPERS = ("div", "figure", "span", "section")
@@ -206,16 +218,15 @@ def _loose_text_paragraphs(roots) -> None:
 def _main_region(tree):
     """When the page marks its article unambiguously (one <article> or itemprop=articleBody with
     real text), extract from that subtree only: less tree to walk and less boilerplate to judge."""
-    from lxml import html as lxml_html
+    from lxml import etree
 
     found = [e for e in tree.iter("article") if len(e.text_content()) > 500]
     if len(found) != 1:
         found = [e for e in tree.xpath("//*[@itemprop='articleBody']") if len(e.text_content()) > 500]
     if len(found) != 1:
         return tree
-    root, body = lxml_html.Element("html"), lxml_html.Element("body")
-    root.append(body)
-    body.append(found[0])
+    root = _PARSER.makeelement("html")
+    etree.SubElement(root, "body").append(found[0])
     return root
 
 
