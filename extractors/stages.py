@@ -132,8 +132,8 @@ class ExtractHtmlFiles(_HtmlExtracting, FileReader):
     def source_for(self, path: str) -> str:
         return self.params.source or "html"
 
-    # While the extraction child works on one page, this process reads and scans the next (`_ahead`),
-    # and it converts and writes a page's row after handing the child the next.
+    # While the extraction child works on one page, this process reads and scans the next (`_ahead`)
+    # and queues it behind the current one, then converts and writes the current page's row.
     _following: dict[str, str] = {}  # each file of the running task → the file after it
     _ahead: tuple[str, bytes, dict] | None = None  # (path, bytes, request) of the next page
 
@@ -158,9 +158,9 @@ class ExtractHtmlFiles(_HtmlExtracting, FileReader):
             if dog.isolate and self._fits(data):
                 dog.submit(item)  # no-op when it is already the child's
                 self._ahead = self._read_ahead(self._following.get(path))
+                if self._ahead is not None:
+                    dog.submit(self._ahead[2])  # queued: the child starts it as soon as this page is done
             extracted = self.extract(data, None, item)
-            if self._ahead is not None:
-                dog.submit(self._ahead[2])
             self.add_result(buf, extracted, data, _page_url(data), path, {"path": path})
         yield buf.take()
 

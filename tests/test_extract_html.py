@@ -247,6 +247,8 @@ def test_code_block_shapes_come_out_verbatim(block):
 
 
 def _echo_after(item):
+    if item[0] == "die":
+        os._exit(3)
     time.sleep(item[1])
     return item[0]
 
@@ -255,9 +257,11 @@ def test_watchdog_submit_answers_the_right_item_and_counts_time_from_the_hand_ov
     from assay.extractors.limits import Watchdog
 
     with Watchdog(_echo_after, timeout_s=1.0) as dog:
-        first = ("a", 0.0)
-        assert dog.submit(first) and not dog.submit(("b", 0.0))  # one item in flight at most
-        assert dog.run(first).value == "a"
+        first, second = ("a", 0.6), ("b", 0.6)
+        # Two items queued at most; the second's limit runs from when the child is done with the first.
+        assert dog.submit(first) and dog.submit(second) and not dog.submit(("c", 0.0))
+        assert dog.submit(second)  # queued already: not sent twice
+        assert dog.run(first).value == "a" and dog.run(second).value == "b"
         # Collected late: the limit runs from the hand-over, not from the call that collects it.
         slow = ("slow", 3.0)
         assert dog.submit(slow)
@@ -268,6 +272,13 @@ def test_watchdog_submit_answers_the_right_item_and_counts_time_from_the_hand_ov
         # An item handed over but never collected: its answer must not come back as another's.
         assert dog.submit(("stale", 0.2))
         assert dog.run(("fresh", 0.0)).value == "fresh"
+        # The item queued behind one that times out or kills the child is not lost: it is sent again.
+        for bad, reason in ((("slow", 3.0), "timeout"), (("die", 0.0), "extract_crash")):
+            after = ("after", 0.0)
+            assert dog.submit(bad) and dog.submit(after)
+            out = dog.run(bad)
+            assert not out.ok and out.reason == reason
+            assert dog.run(after).value == "after"
     with Watchdog(_echo_after, isolate=False) as dog:
         assert not dog.submit(("x", 0.0)) and dog.run(("x", 0.0)).value == "x"
 
