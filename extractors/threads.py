@@ -139,13 +139,28 @@ def is_thread(extracted: str, posts: list, share: float = 0.5) -> bool:
     return sum(w in in_posts for w in chosen) >= share * len(chosen)
 
 
+# A class or id token naming the body of a post, entry or article (`postcontent`, `post-body`,
+# `entry-content`, `article__body`, `message-text`, or just `post` / `entry`).
+_INNER_BODY = re.compile(
+    r"^(?:[\w-]*[-_])?(?:post|posts|message|reply|replies|answer|topic|thread|entry|article|art|page|story)"
+    r"(?:[-_]|__)?(?:body|content|contents|text|message|entry)$|^(?:post|entry|articlebody)$", re.I)
+
+
+def _marks_body(el) -> bool:
+    if el.get("itemprop") == "articleBody":
+        return True
+    marks = f"{el.get('class') or ''} {el.get('id') or ''}".split()
+    return any(_INNER_BODY.match(t) for t in marks)
+
+
 def thread_region(tree, posts: list):
     """A new tree `<html><body><article>` holding the page's <h1> (when it is outside the posts)
     and every post body in page order. Moves the nodes (no copies)."""
-    from lxml import etree
+    from lxml import etree, html as lxml_html
 
     # A new document from the page's own parser, so its elements get the page's (C-side) class lookup.
-    root = tree.getroottree().parser.makeelement("html")
+    parser = tree.getroottree().parser
+    root = parser.makeelement("html") if parser is not None else lxml_html.Element("html")
     article = etree.SubElement(etree.SubElement(root, "body"), "article")
     question = _question(tree, posts)
     if question is not None:
@@ -154,11 +169,17 @@ def thread_region(tree, posts: list):
     if h1 is not None and not any(p in h1.iterancestors() for p in posts) and _text_len(h1):
         h1.tail = None
         article.append(h1)
+    # The extractor looks for *one* element with an article-body class and takes the first: without
+    # its class a post body is plain content of the <article>. The same holds for a body marked again
+    # inside each post (vBulletin's `div.postcontent` inside the post container); a mark inside only
+    # some of the posts is an article's body beside teasers, and stays.
+    inner = [[el for el in post.iter("div", "section", "article", "main") if el is not post and _marks_body(el)]
+             for post in posts]
+    unmark = posts + [el for marks in inner for el in marks] if all(inner) else posts
+    for el in unmark:
+        for attr in ("class", "id", "itemprop"):
+            el.attrib.pop(attr, None)
     for post in posts:
         post.tail = None
-        # The extractor looks for *one* element with an article-body class and takes the first:
-        # without its class a post body is plain content of the <article>.
-        for attr in ("class", "id", "itemprop"):
-            post.attrib.pop(attr, None)
         etree.SubElement(article, "div").append(post)
     return root

@@ -174,3 +174,22 @@ def test_data_tables_stay_tables():
                 "<tr><td>404</td><td>Not found</td></tr></table>")
     text = text_of(html)
     assert "| code | meaning |" in text and "| 404 | Not found |" in text
+
+
+def test_every_post_of_a_thread_whose_posts_mark_their_body_again():
+    """vBulletin: each post container holds `div.postcontent`, the class an extractor takes for the
+    article body; it must not pick the first post's body and drop the rest."""
+    posts = "".join(
+        f"<li class='postbitlegacy postcontainer' id='post_{i}'><div class='posthead'>01-0{i + 1}-2014</div>"
+        f"<div class='postdetails'><div class='userinfo'><a href='/member/{i}'>user{i}</a></div>"
+        f"<div class='postbody'><div class='postrow'><h2 class='title icon'>Re: help</h2><div class='content'>"
+        f"<div id='post_message_{i}'><blockquote class='postcontent restore'>Reply number {i} says this.<br /><br />"
+        f"{FILL}<br /><pre class='bbcode_code'>{_esc(CODE.replace('area', f'area{i}'))}</pre>Thanks.</blockquote>"
+        f"</div></div></div><div class='signature'>Sent from my phone</div></div></div></li>"
+        for i in range(4))
+    html = (f"<html><body>{NAV}<h1>Help with area</h1><ol id='posts' class='posts'>{posts}</ol>{FOOT}</body></html>")
+    for mode in ("precise", "fast"):
+        text = text_of(html, mode)
+        for i in range(4):
+            assert f"Reply number {i} says this." in text, (mode, i)
+            assert CODE.replace("area", f"area{i}") in text, (mode, i)
