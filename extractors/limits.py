@@ -39,6 +39,18 @@ class Outcome:
 _DEPTH = 2
 
 
+def _address_space() -> int:
+    """Bytes of virtual address space this process maps now (0 where /proc is not there)."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def _child(conn, fn: Callable[[Any], Any], memory_mb: int | None) -> None:
     import signal
 
@@ -48,14 +60,6 @@ def _child(conn, fn: Callable[[Any], Any], memory_mb: int | None) -> None:
     # nor outlive a parent that was killed.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
-    if memory_mb:
-        try:
-            import resource
-
-            limit = memory_mb * 1024 * 1024
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        except (ImportError, ValueError, OSError):
-            pass
     # A reader thread drains the pipe while the main thread extracts: the parent's send of a queued
     # item never waits on the extraction, so neither side can block the other on a full pipe.
     import queue
@@ -67,13 +71,23 @@ def _child(conn, fn: Callable[[Any], Any], memory_mb: int | None) -> None:
         while True:
             try:
                 item = conn.recv()
-            except (EOFError, OSError):
+            except Exception:  # EOF, a closed pipe, or no memory for the item: the child ends, a crash reject
                 item = None
             inbox.put(item)
             if item is None:
                 return
 
-    threading.Thread(target=read, daemon=True).start()
+    threading.Thread(target=read, daemon=True).start()  # before the cap: its stack counts against it
+    if memory_mb:
+        try:
+            import resource
+
+            # On top of what the fork inherited: a worker of Ray or Spark maps gigabytes of address
+            # space it never touches, and a cap below that fails every allocation of the child.
+            limit = _address_space() + memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        except (ImportError, ValueError, OSError):
+            pass
     while True:
         item = inbox.get()
         if item is None:

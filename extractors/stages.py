@@ -26,7 +26,7 @@ class HtmlOptions(Params):
     min_chars: int = Field(1, ge=0, description="Reject pages whose extracted text is shorter (reason no_content).")
     max_bytes: int = Field(10_000_000, gt=0, description="Reject pages larger than this many bytes before parsing (too_large).")
     timeout_s: float = Field(10.0, gt=0, description="Wall-clock limit per page; a page over it is killed and rejected (timeout).")
-    memory_mb: int = Field(4096, gt=0, description="Address-space cap of the extraction child process (too_large when hit).")
+    memory_mb: int = Field(4096, gt=0, description="Address space the extraction child may map beyond what it inherits (too_large when hit).")
     isolate: bool = Field(True, description="Run extraction in a recycled child process so timeout_s can be enforced; "
                           "false runs in-process (no time limit; for debugging and overhead measurements).")
     source: str | None = Field(None, description="Value of the `source` column; default: the input file's name.")

@@ -296,3 +296,20 @@ def test_html_files_stage_output_is_the_same_with_and_without_the_child(tmp_path
                for m, r in zip(metas, isolated.to_pylist())}
     assert reasons == {"0.html": None, "1.html": "no_content", "2.html": None, "3.html": "empty", "4.html": None,
                        "fifo.html": "unreadable"}
+
+
+def _allocate(n):
+    return len(bytearray(n))
+
+
+def test_watchdog_memory_cap_counts_beyond_what_the_child_inherits():
+    """A worker of Ray or Spark maps gigabytes it never uses; the cap must bound the child's own growth
+    (a cap below the inherited address space failed every page, and hung the child's start)."""
+    from assay.extractors.limits import Watchdog, _address_space
+
+    assert _address_space() > 200 * 1024 * 1024  # this process already maps more than the cap below
+    with Watchdog(_allocate, timeout_s=20, memory_mb=200) as dog:
+        assert dog.run(50_000_000).value == 50_000_000
+        out = dog.run(2_000_000_000)
+        assert not out.ok and out.reason == "too_large"
+        assert dog.run(1000).value == 1000
