@@ -1,11 +1,12 @@
 """Per-document time and memory limits: one pathological page must not stall a worker.
 
-Extraction runs in a child process fed one document at a time over a pipe. The parent waits at most
-`timeout_s` for each answer; when the time is up it kills the child, reports the document as a
+Extraction runs in a child process that takes documents over a pipe and answers them in order. The
+parent waits at most `timeout_s` for each answer; when the time is up it kills the child, reports the document as a
 `timeout` reject and starts a fresh child for the rest of the batch. Python-level timers (SIGALRM)
 are not enough because the slow part is often C code (libxml2 parsing a 50 MB page) that does not
-return to the interpreter until it is done. The child also gets an address-space cap so a page that
-explodes in memory fails as `too_large` in the child instead of taking the machine down.
+return to the interpreter until it is done. The child also gets an address-space cap (beyond what
+it inherits) so a page that explodes in memory fails as `too_large` in the child instead of taking
+the machine down.
 
 The cost is one pickle round trip per document plus one child start per batch (and per timeout);
 `benchmarks/extraction.py` measures it against in-process extraction. `submit` hides it: a reader
