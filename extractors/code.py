@@ -22,8 +22,8 @@ _NUMBERS = re.compile(r"^[\s\d.:|]*$")
 _CODE_TABLE = re.compile(r"code|blob|hljs|highlight|lntable|source|listing|syntax", re.I)
 _CODE_CLASS = re.compile(r"(?:^|\s)[\w-]*code[\w-]*(?:$|\s)", re.I)
 # Substring prefilters so the anchored regexes only see candidate class names. A Python walk that
-# reads each class once is 2-3x faster than XPath's contains(@class, ...), which copies the attribute
-# for every test.
+# reads each class once is 2-2.5x faster here than XPath's contains(@class, ...), which copies the
+# attribute for every test.
 _GUTTER_HINT = re.compile("lin|Lin|lnt|gutter|num|hljs-ln")
 _TABLE_XPATH = ("//table[.//pre or .//code or contains(@class, 'code') or contains(@class, 'highlight')"
                 " or contains(@class, 'blob') or contains(@class, 'hljs') or contains(@class, 'source')"

