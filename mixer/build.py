@@ -1,14 +1,14 @@
 """`assay mix plan` / `assay mix build`: a mixture file to a directory of staged token datasets.
 
-OUT is a run directory (its `_run.json` marks it as Assay's; `assay report OUT` works on it):
+OUT is a workdir of the one runner (its `_run.json` is the same run log a pipeline workdir has;
+`assay report OUT` works on it), and every step is a stage run, so an unchanged mixture re-runs
+nothing and a changed one (a source re-curated, a weight edited) re-runs exactly what the change
+reaches:
 
-    OUT/tokenizer.json          the tokenizer every stage used (trained here or loaded + specials)
-    OUT/tokenized-<name>/       `mix.tokenize` of each distinct source dataset (any engine; cached)
+    OUT/tokenizer/              `mix.tokenizer`: _artifacts/tokenizer.json, trained or loaded + specials
+    OUT/tokenized-<name>/       `mix.tokenize` of each distinct source dataset (any engine)
     OUT/<stage id>/             `mix.pack` of each training stage: token shards + manifest
     OUT/plan.json               the plan the stages were built from
-
-Each step is an ordinary stage run, so an unchanged mixture re-runs nothing and a changed one re-runs
-only what the change touches.
 """
 from __future__ import annotations
 
@@ -27,10 +27,15 @@ from .plan import Slot, plan_mixture, precision_notes
 from .pools import Pool
 from .recipe import Mixture
 from .tokenize import Tokenize
-from .tokenizer import SPECIALS, Vocab, file_sha256, prepare_tokenizer
+from .tokenizer import SPECIALS, TOKENIZER_JSON, PrepareTokenizer, Vocab
 
-TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_STAGE = "tokenizer"
 PLAN_FILE = "plan.json"
+
+
+def tokenizer_path(out: Path) -> Path:
+    """The tokenizer a built mixture used."""
+    return Path(out) / TOKENIZER_STAGE / "_artifacts" / TOKENIZER_JSON
 
 
 def tokenized_name(path: Path) -> str:
@@ -55,37 +60,40 @@ def specials(mixture: Mixture) -> dict[str, str]:
     return dict(SPECIALS, bos=spec.bos, eos=spec.eos, pad=spec.pad)
 
 
+def _owner(mixture: Mixture) -> str:
+    return f"mixture {mixture.name}"
+
+
 def tokenize_sources(mixture: Mixture, out: Path, engine: str, options: dict | None,
                      log: Callable[[str], Any]) -> dict[str, Path]:
     """Tokenizer first, then every distinct source dataset through `mix.tokenize`; returns
     source name -> tokenized dataset."""
     paths = source_paths(mixture)
-    order = [tokenized_name(p) for p in dict.fromkeys(paths.values())] + [s.id for s in mixture.stages]
-    check_workdir(out, order)
+    distinct = list(dict.fromkeys(paths.values()))
+    order = [TOKENIZER_STAGE] + [tokenized_name(p) for p in distinct] + [s.id for s in mixture.stages]
+    check_workdir(out, order, owner=_owner(mixture))
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / RUN_LOG, json.dumps({"recipe": mixture.name, "kind": "mixture", "order": order}, indent=2))
-    tok_path = prepare_tokenizer(_resolved_tokenizer(mixture), sorted(set(paths.values())), mixture.seed,
-                                 out / TOKENIZER_FILE)
+    atomic_write_text(out / RUN_LOG, json.dumps({"recipe": _owner(mixture), "kind": "mixture", "order": order},
+                                                indent=2))
+    spec = mixture.tokenizer
+    tok_stage = PrepareTokenizer({"spec": spec.model_dump(mode="json", exclude={"path"}),
+                                  "path": str(mixture.tokenizer_path()) if spec.path else None,
+                                  "seed": mixture.seed}, stage_id=TOKENIZER_STAGE)
+    trained_on = sorted(set(paths.values())) if spec.train is not None else []  # a loaded one reads only its file
+    _log_result(run_stage(tok_stage, trained_on, out / TOKENIZER_STAGE, owner=_owner(mixture)), log)
     uses_meta = mixture.meta is not None and any(s.meta for s in mixture.stages)
     uses_fim = any(s.fim_rate > 0 for s in mixture.stages)
-    params = {"tokenizer": str(tok_path.resolve()), "specials": specials(mixture), "seed": mixture.seed,
+    params = {"tokenizer": str(tokenizer_path(out).resolve()), "specials": specials(mixture), "seed": mixture.seed,
               "meta_fields": mixture.meta.fields if uses_meta else [],
-              "fim_content_types": mixture.fim_content_types if uses_fim else [],
-              "tokenizer_sha256": file_sha256(tok_path)}
+              "fim_content_types": mixture.fim_content_types if uses_fim else []}
     done: dict[Path, Path] = {}
-    for path in dict.fromkeys(paths.values()):
+    for path in distinct:
         name = tokenized_name(path)
-        result = run_stage(Tokenize(params, stage_id=name), [path], out / name, engine=engine, options=options)
+        result = run_stage(Tokenize(params, stage_id=name), [path], out / name, engine=engine, options=options,
+                           owner=_owner(mixture))
         _log_result(result, log)
         done[path] = out / name
     return {name: done[path] for name, path in paths.items()}
-
-
-def _resolved_tokenizer(mixture: Mixture):
-    spec = mixture.tokenizer
-    if spec.path is None:
-        return spec
-    return spec.model_copy(update={"path": str(mixture.tokenizer_path())})
 
 
 def plan(mixture: Mixture, out: Path, engine: str = "local", options: dict | None = None,
@@ -109,7 +117,7 @@ def build(mixture: Mixture, out: str | Path, engine: str = "local", options: dic
     """Plan, then pack every stage into OUT/<stage id>."""
     out = Path(out)
     slots, tokenized = plan(mixture, out, engine, options, log)
-    tok_path = (out / TOKENIZER_FILE).resolve()
+    tok_path = tokenizer_path(out).resolve()
     results = []
     for index, stage in enumerate(mixture.stages):
         used = sorted({s.source for s in slots[stage.id]})
@@ -118,7 +126,8 @@ def build(mixture: Mixture, out: str | Path, engine: str = "local", options: dic
                   "inputs": {name: inputs.index(tokenized[name]) for name in used},
                   "tokenizer": str(tok_path), "specials": specials(mixture)}
         # packing is one seeded pass on the driver whatever the engine (see packstage.py)
-        result = run_stage(Pack(params, stage_id=stage.id), inputs, out / stage.id, engine="local")
+        result = run_stage(Pack(params, stage_id=stage.id), inputs, out / stage.id, engine="local",
+                           owner=_owner(mixture))
         _log_result(result, log)
         results.append(result)
     return results
@@ -139,10 +148,10 @@ def _trimmed(mixture: Mixture, index: int, used: list[str]) -> dict[str, Any]:
 def _log_result(result: StageResult, log: Callable[[str], Any]) -> None:
     m = result.manifest
     c = m["counts"]
-    state = "skipped (unchanged)" if result.skipped else f"{m['wall_seconds']:.1f}s"
+    state = "skipped (unchanged)" if result.skipped else f"{m['wall_seconds']:.1f}s ({m.get('ran_because', 'ran')})"
     tokens = m.get("total_tokens", 0)
     log(f"  {result.stage_id:<34} {c['rows_in']:>8} docs in  {tokens:>10,} tokens  [{m['engine']}] {state}")
 
 
 def load_vocab(out: Path, mixture: Mixture | None = None) -> Vocab:
-    return Vocab.load(Path(out) / TOKENIZER_FILE, specials(mixture) if mixture else SPECIALS)
+    return Vocab.load(tokenizer_path(out), specials(mixture) if mixture else SPECIALS)

@@ -47,7 +47,6 @@ class TokenizeParams(Params):
     meta_fields: list[str] = Field(default_factory=list, description="Fields of the metadata prefix (empty: none)")
     fim_content_types: list[str] = Field(default_factory=list, description="Content types that get a FIM variant")
     seed: int = Field(0, description="Seeds the FIM split points")
-    tokenizer_sha256: str = Field("", description="Recorded so a changed tokenizer file re-runs the stage")
 
 
 @dataclass

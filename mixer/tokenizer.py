@@ -18,6 +18,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import xxhash
+from pydantic import Field
+
+from assay.pipeline.stage import GlobalStage, Params, register
 
 SPECIALS = {
     "bos": "<|bos|>", "eos": "<|eos|>", "pad": "<|pad|>",
@@ -144,33 +147,54 @@ def _token_bytes(tok, size: int) -> np.ndarray:
     return out
 
 
-def prepare_tokenizer(spec, sources: Sequence[Path], seed: int, target: Path) -> Path:
-    """Write the mixture's tokenizer to `target`: a trained BPE (skipped when `target` holds one
-    trained with the same settings on the same inputs) or a loaded file with the specials added."""
-    import json
-
-    from assay.pipeline.dataset import Dataset, atomic_write_text
+def make_tokenizer(spec, sources: Sequence[Path], seed: int):
+    """The mixture's tokenizer: a byte-level BPE trained on a sample of `sources`, or the file at
+    `spec.path`, with the mixer's special tokens added."""
+    from tokenizers import Tokenizer
 
     specials = dict(SPECIALS, bos=spec.bos, eos=spec.eos, pad=spec.pad)
     if spec.train is not None:
-        key = json.dumps({"train": spec.train.model_dump(), "seed": seed, "specials": specials,
-                          "inputs": sorted((Dataset(p).manifest or {}).get("fingerprint", str(p)) for p in sources)},
-                         sort_keys=True)
-        stamp = target.with_name(target.name + ".key")
-        if target.exists() and stamp.exists() and stamp.read_text() == key:
-            return target
-        texts = sample_texts(sources, spec.train.sample_docs, seed)
-        tok = train_bpe(texts, spec.train.vocab_size, specials)
-        atomic_write_text(target, tok.to_str())
-        atomic_write_text(stamp, key)
-        return target
-    from tokenizers import Tokenizer
-
+        return train_bpe(sample_texts(sources, spec.train.sample_docs, seed), spec.train.vocab_size, specials)
     src = Path(spec.path)
     if not src.exists():
         from assay.pipeline.errors import UserError
 
         raise UserError(f"tokenizer {src}: no such file (train one with `assay tokenizer train`)")
-    tok = with_specials(Tokenizer.from_file(str(src)), specials)
-    atomic_write_text(target, tok.to_str())
-    return target
+    return with_specials(Tokenizer.from_file(str(src)), specials)
+
+
+class TokenizerParams(Params):
+    spec: dict = Field(description="The mixture's `tokenizer:` (path, or train settings; special token names)")
+    path: str | None = Field(None, description="The tokenizer.json to load (the spec's path), if any")
+    seed: int = Field(0, description="Seeds the training sample")
+
+
+@register("mix.tokenizer")
+class PrepareTokenizer(GlobalStage):
+    """The tokenizer every stage of a mixture uses (`_artifacts/tokenizer.json`): trained on a sample of
+    the mixture's source datasets (its inputs), or loaded from a file, with the special tokens added.
+    Run by `assay mix build`."""
+
+    Params = TokenizerParams
+    output_kind = "artifact"
+    reads = {"path": "file"}
+    needs_inputs = False  # a loaded tokenizer reads only its file
+    requires = ("tokenizers",)
+
+    def output_schema(self, input_schemas=()):
+        import pyarrow as pa
+
+        return pa.schema([])
+
+    def run_local(self, ctx) -> int:
+        from assay.pipeline.dataset import write_artifact
+
+        from .recipe import TokenizerSpec
+
+        spec = TokenizerSpec.model_validate(dict(self.params.spec, path=self.params.path))
+        sources = [ds.path for ds in ctx.inputs]
+        write_artifact(ctx.out_root, TOKENIZER_JSON, make_tokenizer(spec, sources, self.params.seed).to_str())
+        return 0
+
+
+TOKENIZER_JSON = "tokenizer.json"

@@ -598,9 +598,12 @@ def clear_dataset(root: Path, keep: tuple[str, ...] = ()) -> None:
 
 
 def producer_of(root: Path) -> dict[str, Any] | None:
-    """Who made the dataset at `root` (stage, stage id, owning recipe, params digest), if it says."""
+    """Who made the dataset at `root` (stage, stage id, owning recipe, params digest); a dataset older
+    Assays or helpers (write_table) made says only its stage."""
     record = _record(Path(root))
-    return record.get("producer") if record else None
+    if not record:
+        return None
+    return record.get("producer") or ({"stage": record["stage"], "legacy": True} if record.get("stage") else None)
 
 
 def check_replace(root: Path, producer: dict[str, Any], force: bool) -> None:
@@ -610,6 +613,11 @@ def check_replace(root: Path, producer: dict[str, Any], force: bool) -> None:
     its own output (code, files or upstream changed; or resume) but not another command's."""
     old = producer_of(root)
     if force or not old:
+        return
+    if old.get("legacy"):  # who owned it is not recorded: only the same stage may redo it
+        if old.get("stage") != producer.get("stage"):
+            raise OutputRefused(f"{root}: holds the output of {old.get('stage')}; this run would replace it with "
+                                f"{_describe(producer)} (pass --force to replace it, or choose another output)")
         return
     complete = read_json_safe(Path(root) / MANIFEST) is not None  # else the partial output of a failed run
     same_owner = old.get("owner") == producer.get("owner")
@@ -879,6 +887,8 @@ def write_table(table: pa.Table, root: str | os.PathLike, shards: int = 1, stage
         digest.update(sink.getvalue().to_pybytes())
     fingerprint = f"{stage_id}-{shards}-{digest.hexdigest()[:24]}"
     check_output(root)
+    if (read_json_safe(root / MANIFEST) or {}).get("fingerprint") == fingerprint:
+        return root  # written already
     with Lease(root, fingerprint) as lease:
         prepare_output(root, fingerprint, lease.previous_fingerprint())
         step = -(-table.num_rows // shards) if table.num_rows else 0

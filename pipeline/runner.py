@@ -100,7 +100,7 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
             raise StageFailed(f"stage {stage.stage_id!r}: input {ds.incomplete_reason()}")
     if isinstance(stage, SourceStage) and datasets:
         raise StageFailed(f"stage {stage.stage_id!r} ({stage.name}) reads files; it takes no dataset inputs")
-    if not isinstance(stage, SourceStage) and not datasets:
+    if not isinstance(stage, SourceStage) and not datasets and stage.needs_inputs:
         raise StageFailed(f"stage {stage.stage_id!r} ({stage.name}) needs at least one input dataset")
     check_paths(stage, datasets, out)
     check_output(out)  # before anything is read or written: never touch what is not ours
@@ -130,7 +130,7 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
                 warning = f"stage {stage.stage_id!r} has no {eng.name} plan; it ran the local plan on the driver"
                 manifest["fallback_warning"] = warning
                 print(f"warning: {warning}", file=sys.stderr)
-            ctx = GlobalContext(datasets, out, schema, stage.stage_id, engine=eng, workdir=out.parent)
+            ctx = GlobalContext(datasets, out, schema, stage.stage_id, engine=eng, workdir=out.parent, fingerprint=fp)
             stage.ensure_setup()
             try:
                 shard_count = getattr(stage, f"run_{plan}")(ctx)

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .dataset import Counts, Dataset
 
 Cardinality = Literal["one_to_one", "one_to_many", "many_to_many"]
-OutputKind = Literal["documents", "tokens", "side", "artifact"]
+OutputKind = Literal["documents", "tokens", "side", "artifact", "run"]
 
 
 class Params(BaseModel):
@@ -110,6 +110,8 @@ class Stage:
     # Names besides shards and markers that the stage writes into its output folder (a training run's
     # checkpoints): Assay may clear them, and nothing else, when it replaces the output.
     owned_names: ClassVar[tuple[str, ...]] = ()
+    # False for a global stage that may run on files alone (a tokenizer loaded from its file).
+    needs_inputs: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -562,6 +564,7 @@ class GlobalContext:
     stage_id: str
     engine: Any = None  # the engine object (SparkEngine, RayEngine, LocalEngine)
     workdir: Path | None = None
+    fingerprint: str = ""  # the run's identity (a checkpoint names the run it belongs to)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def shard_writer(self, index: int, schema: pa.Schema | None = None):

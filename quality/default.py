@@ -50,6 +50,15 @@ class DefaultTier(MapStage):
             columns = {k: v for k, v in columns.items() if k not in SIGNAL_COLUMNS}
         self.columns = {**columns, **TIER_COLUMNS}
 
+    def read_files(self) -> dict[str, list[str]]:
+        from .tiers import calibration_path
+
+        files = {"calibration": [str(calibration_path(self.params.calibration))]}
+        for part in self.parts:
+            files.update({f"{part.params.name if hasattr(part.params, 'name') else type(part).__name__}.{k}": v
+                          for k, v in part.read_files().items()})
+        return files
+
     def setup(self) -> None:
         for part in self.parts:
             part.stats = self.stats  # one statistics channel for the fused stage

@@ -72,6 +72,9 @@ class FastTextScorer(MapStage):
         super().__init__(*args, **kwargs)
         self.columns = {f"quality_{self.params.name}": pa.float32()}
 
+    def read_files(self) -> dict[str, list[str]]:
+        return {"model": [str(resolve_model(self.params.model))]}  # a shipped name: the shipped file
+
     def setup(self) -> None:
         from .ftmodel import Classifier
 
@@ -106,6 +109,9 @@ class LMScorer(MapStage):
     reads = {"model": "file"}
     columns = {"quality_lm": pa.float32()}
     batch_rows = 10_000
+
+    def read_files(self) -> dict[str, list[str]]:
+        return {"model": [str(resolve_model(self.params.model))]}
 
     def setup(self) -> None:
         from .lm import NgramLM

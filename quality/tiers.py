@@ -276,13 +276,17 @@ class TiersParams(TierOptions):
     calibration: str = Field("default", description="Calibration JSON (from quality.calibrate's _artifacts/fit.json); default = shipped")
 
 
-def load_calibration(value: str) -> dict:
+def calibration_path(value: str) -> Path:
     path = Path(value)
     if not path.exists() and path.name == "default":  # path params arrive made absolute
         path = SHIPPED_CALIBRATION
     if not path.exists():
         raise UserError(f"calibration {value!r} not found")
-    return json.loads(path.read_text())
+    return path
+
+
+def load_calibration(value: str) -> dict:
+    return json.loads(calibration_path(value).read_text())
 
 
 @register("quality.tiers")
@@ -295,6 +299,9 @@ class Tiers(MapStage):
     Params = TiersParams
     reads = {"calibration": "file"}
     columns = TIER_COLUMNS
+
+    def read_files(self) -> dict[str, list[str]]:
+        return {"calibration": [str(calibration_path(self.params.calibration))]}
 
     def setup(self) -> None:
         self.calibration = load_calibration(self.params.calibration)

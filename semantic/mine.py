@@ -113,6 +113,11 @@ class Mine(WithEmbeddings, FitApplyStage):
                             f"set `model: {made_with}` so the inventory is embedded the same way")
         return tasks
 
+    def read_files(self) -> dict[str, list[str]]:
+        from .model import model_path
+
+        return {"inventory": [self.params.inventory], "model": [model_path(self.params.model)]}
+
     def setup(self) -> None:
         self.items = read_inventory(self.params.inventory)
         self.queries = None  # embedded on first use: the apply phase needs no model

@@ -91,6 +91,11 @@ class Rewrite(LLMStage):
                "synth_model": pa.string()}
     reads = {**LLMStage.reads, "template": "file"}
 
+    def read_files(self) -> dict[str, list[str]]:
+        from .templates import template_path
+
+        return dict(super().read_files(), template=[str(template_path(self.params.template))])
+
     def setup(self) -> None:
         self.template = load_template(self.params.template)  # a bad template fails before a model loads
         super().setup()

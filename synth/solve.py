@@ -65,6 +65,14 @@ class Solve(LLMStage):
                "synth_candidate": pa.int32(), "synth_template": pa.string(), "synth_model": pa.string()}
     reads = {**LLMStage.reads, "template": "file"}
 
+    def read_files(self) -> dict[str, list[str]]:
+        from .templates import template_path
+
+        p = self.params
+        auto = Path(p.template).name == "auto" and not Path(p.template).suffix
+        names = ("solve", "solve_code") if auto else (p.template,)
+        return dict(super().read_files(), template=[str(template_path(n)) for n in names])
+
     def setup(self) -> None:
         p = self.params
         auto = Path(p.template).name == "auto" and not Path(p.template).suffix  # recipes make it absolute

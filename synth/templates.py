@@ -50,13 +50,18 @@ class Template(BaseModel):
         return {m.group(1) for t in texts for m in _PLACEHOLDER.finditer(t)}
 
 
-def load_template(name_or_path: str) -> Template:
+def template_path(name_or_path: str) -> Path:
     path = Path(name_or_path).expanduser()
     if not path.suffix:  # a bundled name (recipes may have made it absolute against their directory)
         path = BUNDLED / f"{path.name}.yaml"
     if not path.exists():
         known = ", ".join(sorted(p.stem for p in BUNDLED.glob("*.yaml")))
         raise UserError(f"template {name_or_path!r}: no such file (bundled templates: {known})")
+    return path
+
+
+def load_template(name_or_path: str) -> Template:
+    path = template_path(name_or_path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         return Template.model_validate(data)

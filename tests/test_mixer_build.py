@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from assay.mixer.build import build, plan
+from assay.mixer.build import build, plan, tokenizer_path
 from assay.mixer.plan import PlanError
 from assay.mixer.recipe import parse_mixture
 from assay.mixer.tokenize import _fim_pieces
@@ -91,7 +91,7 @@ def test_replay_draws_only_from_earlier_stages_sources(built):
 def test_round_trip_gives_back_the_documents(built):
     mixture, out, docs, _ = built
     seed = mixture.seed
-    vocab = Vocab.load(out / "tokenizer.json")
+    vocab = Vocab.load(tokenizer_path(out))
     sp = {v: k for k, v in vocab.ids.items()}
     seen_fim = seen_plain = 0
     for stage in ("broad", "anneal", "chat"):
@@ -126,7 +126,7 @@ def test_round_trip_gives_back_the_documents(built):
 
 def test_masks_cover_exactly_prefix_scaffold_and_user_turns(built):
     _, out, docs, _ = built
-    vocab = Vocab.load(out / "tokenizer.json")
+    vocab = Vocab.load(tokenizer_path(out))
     checked = {"anneal": 0, "chat": 0}
     for stage, masked, meta in (("anneal", {"scaffold"}, True), ("chat", {"user"}, False)):
         for tokens, mask, row in _pieces(out, stage):
@@ -224,7 +224,7 @@ def test_tokenize_writes_a_flat_stream_token_dataset(built):
     ds = TokenDataset(tokenized)
     assert ds.layout.seq_len == 0
     index = pq.read_table(tokenized / "part-00000.docs.parquet").to_pylist()
-    vocab = Vocab.load(out / "tokenizer.json")
+    vocab = Vocab.load(tokenizer_path(out))
     row = next(r for r in index if docs[r["doc_id"]]["content_type"] == "web")
     stream = ds.tokens(0)
     text = stream[row["start"] + row["prefix_length"]:row["start"] + row["length"]]

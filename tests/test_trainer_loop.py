@@ -16,7 +16,7 @@ from assay.pipeline.tokens import META, TokenDataset  # noqa: E402
 from assay.trainer.bytes import write_byte_dataset  # noqa: E402
 from assay.trainer.config import ConfigError, load_train_config, parse_train_config  # noqa: E402
 from assay.trainer.evaluate import evaluate  # noqa: E402
-from assay.trainer.train import Trainer, prepare_run_dir, read_metrics, train  # noqa: E402
+from assay.trainer.train import Trainer, read_metrics, train  # noqa: E402
 
 WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing matches "
          "and a sphinx of black quartz hears my vow").split()
@@ -52,9 +52,22 @@ def _cfg(data, **over) -> object:
     return parse_train_config(raw)
 
 
+def killed_run(cfg, run):
+    """A run folder as a killed `train` leaves it (its lease, with the run's fingerprint), and a
+    Trainer to play the part of the process that was killed."""
+    from assay.pipeline.dataset import Dataset, Lease
+    from assay.pipeline.runner import fingerprint, producer
+    from assay.trainer.stage import TrainRun
+
+    stage = TrainRun({"config": cfg.model_dump(mode="json")}, stage_id=cfg.name)
+    fp = fingerprint(stage, [Dataset(p) for p in stage.inputs()])
+    Lease(run, fp, producer(stage, None), owns=stage.owned_names).acquire().release(finished=False)
+    return Trainer(cfg, run, fingerprint=fp)
+
+
 def test_meta_switch_happens_at_the_configured_token(data, tmp_path):
     cfg = _cfg(data, meta={"loss_until_tokens": 3 * 8 * 64})  # three steps of 8 rows x 64 positions
-    prepare_run_dir(tmp_path / "run", cfg.fingerprint())
+    (tmp_path / "run").mkdir()
     tr = Trainer(cfg, tmp_path / "run")
     assert tr.tokens_per_step == 8 * 64 and tr.meta_switch == 3 * 8 * 64
     flags, trained = [], []
@@ -76,8 +89,7 @@ def test_resume_repeats_the_uninterrupted_run_bit_for_bit(data, tmp_path):
     assert full["steps"] == 8
     # The interrupted run: 5 steps (a checkpoint at step 3, then two lost steps), killed, resumed.
     run = tmp_path / "cut"
-    prepare_run_dir(run, cfg.fingerprint())
-    tr = Trainer(cfg, run)
+    tr = killed_run(cfg, run)
     metrics = open(run / "metrics.jsonl", "w")
     for _ in range(5):
         rec = tr.step()
@@ -91,8 +103,8 @@ def test_resume_repeats_the_uninterrupted_run_bit_for_bit(data, tmp_path):
     b = [r["loss"] for r in read_metrics(run) if r["kind"] == "train"]
     assert [r["step"] for r in read_metrics(run) if r["kind"] == "train"] == list(range(1, 9))
     assert a == b
-    ca = torch.load(sorted((tmp_path / "full" / "checkpoints").glob("*.pt"))[-1], weights_only=False)
-    cb = torch.load(sorted((run / "checkpoints").glob("*.pt"))[-1], weights_only=False)
+    ca = torch.load(sorted((tmp_path / "full" / "checkpoints").glob("*.pt"))[-1], weights_only=True)
+    cb = torch.load(sorted((run / "checkpoints").glob("*.pt"))[-1], weights_only=True)
     for key, value in ca["model"].items():
         assert torch.equal(value, cb["model"][key]), key
     biases = [k for k in ca["model"] if k.endswith("expert_bias")]
@@ -181,5 +193,5 @@ def test_cli_one_line_errors_and_refuses_foreign_directories(data, tmp_path):
     with pytest.raises(UserError, match="refusing"):
         train(cfg, foreign, log=lambda m: None)
     assert (foreign / "notes.txt").read_text() == "keep me"
-    with pytest.raises(UserError, match="not a train run"):
+    with pytest.raises(UserError, match="pass --force to replace it"):
         train(cfg, data["eval"], log=lambda m: None)

@@ -4,13 +4,17 @@ Reports mean ± std held-out BPB per arm (final evaluation, overall BPB of `metr
 difference with a p-value (Welch t-test by default; a paired t-test, since run i of every arm starts from
 seed i's weights; or a seed bootstrap) and the gap in units of the seed standard deviation (unpaired,
 and of the per-seed differences), plots, and a dense re-run (num_experts=1) of the two best arms: if their order flips without
-routing, the MoE result is about routing, not data. Each run is an ordinary training run directory, so
-an interrupted ablation resumes run by run.
+routing, the MoE result is about routing, not data.
+
+An ablation is a small DAG: each arm x seed is a training-run stage of the one runner (OUT/runs/NAME),
+so a rerun skips the runs whose data and config are unchanged, resumes a killed one, and retrains
+exactly the runs whose arm's data changed; the comparison is then computed again from the runs'
+summaries (OUT/ablation.json, plots and report). OUT's `_run.json` is the same run log a pipeline
+workdir has.
 """
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
 import json
 import math
@@ -25,7 +29,7 @@ from assay.pipeline.dataset import atomic_write_text
 
 from .config import AblationSpec, ConfigError, parse_train_config
 from .report import ABLATION, write_run_report
-from .train import prepare_run_dir, read_metrics, train
+from .train import read_metrics
 
 
 def welch_p(a: list[float], b: list[float]) -> float:
@@ -78,18 +82,24 @@ def _metric(summary: dict, set_name: str) -> float:
     return summary["eval"][set_name]["bpb"]
 
 
-def _train_one(raw: dict, config_path: str, run_dir: str) -> dict:
+def _train_one(raw: dict, config_path: str, run_dir: str, owner: str, replace: bool) -> dict:
     """One arm x seed run (in a worker process when the spec asks for workers)."""
+    from .stage import run_training
+
     cfg = parse_train_config(raw, config_path, Path(config_path).parent)
-    return train(cfg, Path(run_dir), log=lambda m: None, report=False)
+    return run_training(cfg, Path(run_dir), log=lambda m: None, report=False, owner=owner, replace=replace)
 
 
 def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Callable[[str], None] = print,
                  force: bool = False) -> dict:
+    from assay.pipeline.runner import RUN_LOG, check_workdir
+
     out = Path(out)
-    fingerprint = json.dumps([spec.model_dump(mode="json", exclude={"workers"}), raw_config], sort_keys=True,
-                             default=str)
-    prepare_run_dir(out, hashlib.sha256(fingerprint.encode()).hexdigest()[:16], kind="ablate", force=force)
+    owner = f"ablation {spec.name}"
+    check_workdir(out, [], owner=owner, replace=force)
+    out.mkdir(parents=True, exist_ok=True)
+    run_log = {"recipe": owner, "kind": "ablation", "order": [], "stages": {}}
+    atomic_write_text(out / RUN_LOG, json.dumps(run_log, indent=2))  # first: marks OUT as Assay's
 
     def raw_for(arm: str, seed: int, dense: bool) -> dict:
         raw = copy.deepcopy(raw_config)
@@ -115,7 +125,9 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
         raise ConfigError(f"metric_set {metric_set!r}: not one of the eval sets ({', '.join(first.eval.sets)})")
 
     def run_all(jobs: list[tuple[str, int, bool]]) -> dict[tuple[str, int, bool], dict]:
-        args = {job: (raw_for(*job), spec.config, str(out / "runs" / raw_for(*job)["name"])) for job in jobs}
+        args = {job: (raw_for(*job), spec.config, str(out / "runs" / raw_for(*job)["name"]), owner, force)
+                for job in jobs}
+        run_log["order"] += [f"runs/{raw_for(*job)['name']}" for job in jobs]
         done: dict[tuple[str, int, bool], dict] = {}
         if spec.workers > 1:
             ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix
@@ -156,6 +168,7 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
                                  "agrees": bool(np.mean(dense[best]) < np.mean(dense[second]))}
     _plots(out, result, summaries)
     atomic_write_text(out / ABLATION, json.dumps(result, indent=1))
+    atomic_write_text(out / RUN_LOG, json.dumps(run_log, indent=2))
     write_run_report(out)
     return result
 

@@ -16,7 +16,7 @@ from typing import Iterable
 import numpy as np
 import pyarrow as pa
 
-from assay.pipeline.dataset import finalize, prepare_output, write_artifact
+from assay.pipeline.dataset import MANIFEST, Lease, check_output, finalize, prepare_output, read_json_safe, write_artifact
 from assay.pipeline.tokens import DOC_INDEX_SCHEMA, LOSS, META, PAD, TokenLayout, TokenShardWriter
 
 BOS, EOS, PAD_ID = 256, 257, 258
@@ -50,22 +50,26 @@ def write_byte_dataset(docs: list[dict], out: str | Path, seq_len: int = 257, sh
     for d in docs:
         digest.update(json.dumps([d.get("text"), d.get("source"), d.get("meta")]).encode())
     fingerprint = f"bytes-{seq_len}-{shards}-{digest.hexdigest()[:24]}"
-    prepare_output(out, fingerprint)
-    write_artifact(out, "tokenizer.json", spec)  # under _artifacts/: a name Assay owns
-    layout = TokenLayout(vocab_size=VOCAB, seq_len=seq_len, bos_id=BOS, eos_id=EOS, pad_id=PAD_ID,
-                         tokenizer="_artifacts/tokenizer.json", tokenizer_sha256=hashlib.sha256(spec.encode()).hexdigest())
-    per = -(-len(docs) // shards) if docs else 0
-    for s in range(shards):
-        part = docs[s * per:(s + 1) * per]
-        writer = TokenShardWriter(out, s, layout, "bytes")
-        tokens, mask, index = _pack(part, seq_len, s * per)
-        writer.write(tokens, mask, index)
-        writer.counts.rows_in = writer.counts.rows_out = len(part)
-        writer.counts.bytes_in = writer.counts.bytes_out = int(sum(len(d["text"].encode()) for d in part))
-        writer.commit()
-    finalize(out, {"stage": "bytes", "stage_id": "bytes", "kind": "input", "output_kind": "tokens",
-                   "fingerprint": fingerprint, "engine": "none", "wall_seconds": 0, "tokens": layout.to_json()},
-             shards)
+    check_output(out)
+    if (read_json_safe(out / MANIFEST) or {}).get("fingerprint") == fingerprint:
+        return out  # written already
+    with Lease(out, fingerprint) as lease:
+        prepare_output(out, fingerprint, lease.previous_fingerprint())
+        write_artifact(out, "tokenizer.json", spec)  # under _artifacts/: a name Assay owns
+        layout = TokenLayout(vocab_size=VOCAB, seq_len=seq_len, bos_id=BOS, eos_id=EOS, pad_id=PAD_ID,
+                             tokenizer="_artifacts/tokenizer.json", tokenizer_sha256=hashlib.sha256(spec.encode()).hexdigest())
+        per = -(-len(docs) // shards) if docs else 0
+        for s in range(shards):
+            part = docs[s * per:(s + 1) * per]
+            writer = TokenShardWriter(out, s, layout, "bytes")
+            tokens, mask, index = _pack(part, seq_len, s * per)
+            writer.write(tokens, mask, index)
+            writer.counts.rows_in = writer.counts.rows_out = len(part)
+            writer.counts.bytes_in = writer.counts.bytes_out = int(sum(len(d["text"].encode()) for d in part))
+            writer.commit()
+        finalize(out, {"stage": "bytes", "stage_id": "bytes", "kind": "input", "output_kind": "tokens",
+                       "fingerprint": fingerprint, "engine": "none", "wall_seconds": 0, "tokens": layout.to_json()},
+                 shards)
     return out
 
 

@@ -10,7 +10,7 @@ from assay.pipeline.errors import UserError
 from .config import TrainConfig
 from .data import TokenRows, open_tokens
 from .evaluate import evaluate
-from .train import autocast_for, build_model, latest_checkpoint, resolve_device
+from .train import autocast_for, build_model, latest_checkpoint, read_checkpoint, resolve_device
 
 
 def load_model(path: str | Path, max_len: int | None = None, device: str | None = None):
@@ -23,7 +23,7 @@ def load_model(path: str | Path, max_len: int | None = None, device: str | None 
         path = found
     if not path.exists():
         raise UserError(f"{path}: no such checkpoint")
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    ckpt = read_checkpoint(path)
     cfg = TrainConfig.model_validate(ckpt["config"])
     if device:
         cfg.device = device

@@ -11,7 +11,7 @@ import click
 @click.argument("config", type=click.Path(path_type=Path))
 @click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
               help="Run directory (default runs/train/<config name>); an existing run of the same config resumes")
-@click.option("--force", is_flag=True, help="Restart a run directory that holds a different config")
+@click.option("--force", is_flag=True, help="Train again even if nothing the run reads changed (or replace another run)")
 def train_command(config: Path, out: Path | None, force: bool) -> None:
     """Train a proxy model from a train config (YAML); resumes from the last checkpoint.
 
@@ -67,7 +67,7 @@ def eval_command(checkpoint: Path, data: tuple[str, ...], batch_size: int, max_r
 @click.argument("spec", type=click.Path(path_type=Path))
 @click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
               help="Ablation directory (default runs/ablate/<spec name>); reruns resume run by run")
-@click.option("--force", is_flag=True, help="Restart an ablation directory that holds a different spec")
+@click.option("--force", is_flag=True, help="Take over an ablation directory that holds another spec's runs")
 @click.option("--workers", type=int, default=None, help="Runs trained at once (one thread each); overrides the spec")
 def ablate_command(spec: Path, out: Path | None, force: bool, workers: int | None) -> None:
     """Train one config on several datasets x seeds at one token budget; compare held-out BPB.

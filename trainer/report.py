@@ -1,6 +1,6 @@
 """Report section: training curves of every training run under a run directory, and ablation tables.
 
-Finds training runs (`_run.json` with assay=train) and ablations (`ablation.json`) in the directory
+Finds training runs (datasets whose output kind is `run`) and ablations (`ablation.json`) in the directory
 itself and one or two levels below, so a pipeline workdir with a `train/` run in it gets the section.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ import html
 import json
 from pathlib import Path
 
-from assay.pipeline.dataset import RUN_FILE, atomic_write_text, read_json_safe
+from assay.pipeline.dataset import MANIFEST, atomic_write_text, read_json_safe
 from assay.pipeline.report import CSS, img
 
 ABLATION = "ablation.json"
@@ -17,7 +17,7 @@ ABLATION = "ablation.json"
 
 def _runs(root: Path) -> list[Path]:
     cands = [root, *root.glob("*"), *root.glob("*/*")]
-    return [p for p in cands if (read_json_safe(p / RUN_FILE) or {}).get("assay") == "train"
+    return [p for p in cands if (read_json_safe(p / MANIFEST) or {}).get("output_kind") == "run"
             and not (p.parent / ABLATION).exists() and not (p.parent.parent / ABLATION).exists()]
 
 

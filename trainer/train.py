@@ -1,20 +1,19 @@
 """The training loop: token budget, accumulation, schedules, checkpoint/resume, telemetry, evaluation.
 
-A run directory holds `_run.json` (marks it as Assay's training run, with the config fingerprint),
-`config.json`, `metrics.jsonl` (one record per logged step and per evaluation), `checkpoints/`,
-`summary.json` (written last: the run is complete once it exists) and `report.html`.
+A run is a stage of the one runner (trainer/stage.py): its folder holds `config.json`, `metrics.jsonl`
+(one record per logged step and per evaluation), `checkpoints/`, `summary.json`, `report.html` and the
+manifest, written last.
 
 Exact resume: a checkpoint carries the model (expert biases included: they are buffers), optimizer
 states, the step and token counters (the LR, MTP, bias-rate and meta schedules are functions of them),
-the loader's epoch and cursor, the spike detector and the RNG state. On CPU a resumed run repeats the
-uninterrupted run's losses bit for bit (tested).
+the loader's epoch and cursor, the spike detector, the RNG state and the fingerprint of the run it
+belongs to. Checkpoints load with `weights_only=True`: reading one runs no code. On CPU a resumed run
+repeats the uninterrupted run's losses bit for bit (tested).
 """
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Callable
 
 import torch
 
-from assay.pipeline.dataset import RUN_FILE, atomic_write_text, check_output, read_json_safe
+from assay.pipeline.dataset import atomic_write_text
 from assay.pipeline.errors import UserError
 
 from .config import TrainConfig, schedule_value
@@ -36,46 +35,52 @@ METRICS = "metrics.jsonl"
 CKPT_DIR = "checkpoints"
 # Dense bf16 peaks (FLOP/s) for MFU; anything else needs log.peak_tflops.
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12}
-# What run directories hold (training runs and ablations): --force clears only these names.
-_OURS = {RUN_FILE, "config.json", METRICS, CKPT_DIR, SUMMARY, "report.html", "runs", "ablation.json", "bpb.png",
-         "curves.png"}
 
 
 # ---- run directory -------------------------------------------------------------------------------
 
-def prepare_run_dir(out: Path, fingerprint: str, kind: str = "train", force: bool = False) -> str:
-    """'fresh', 'resume' or 'done'. Never touches a directory Assay's trainer did not create."""
-    out = Path(out)
-    run = read_json_safe(out / RUN_FILE)
-    if isinstance(run, dict) and run.get("assay") == kind:
-        if run.get("fingerprint") == fingerprint and not force:
-            return "done" if (out / SUMMARY).exists() else "resume"
-        if not force:
-            raise UserError(f"{out}: holds a {kind} run of a different config; choose another --out or pass --force")
-        foreign = sorted(e.name for e in out.iterdir() if e.name not in _OURS and not e.name.startswith("."))
-        if foreign:
-            raise UserError(f"{out}: holds files the trainer did not write ({', '.join(foreign[:3])}); refusing to clear it")
-        for entry in out.iterdir():
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    else:
-        check_output(out)  # refuses anything that exists and is not Assay's
-        if out.exists() and any(out.iterdir()):
-            raise UserError(f"{out}: is an Assay dataset, not a {kind} run; choose another output directory")
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / RUN_FILE, json.dumps({"assay": kind, "fingerprint": fingerprint}))
-    return "fresh"
+def checkpoints(out: Path) -> list[Path]:
+    """The run's checkpoints, newest first."""
+    return sorted((Path(out) / CKPT_DIR).glob("step-*.pt"), reverse=True)
 
 
 def latest_checkpoint(out: Path) -> Path | None:
-    found = sorted((Path(out) / CKPT_DIR).glob("step-*.pt"))
-    return found[-1] if found else None
+    found = checkpoints(out)
+    return found[0] if found else None
+
+
+def read_checkpoint(path: Path, device: str | torch.device = "cpu") -> dict:
+    """A checkpoint's contents, loaded without running code (weights_only)."""
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - truncated, damaged, or not a weights-only file
+        raise UserError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from None
+
+
+def usable_checkpoint(out: Path, fingerprint: str | None, log: Callable[[str], None]) -> tuple[Path, dict] | None:
+    """The newest checkpoint that reads back and belongs to this run (a truncated last one, e.g. from
+    a full disk, falls back to the one before it, with a warning)."""
+    for path in checkpoints(out):
+        try:
+            ckpt = read_checkpoint(path)
+        except UserError as exc:
+            log(f"warning: {exc}; trying the checkpoint before it")
+            continue
+        if fingerprint and ckpt.get("fingerprint") not in (None, fingerprint):
+            raise UserError(f"{path}: belongs to a run of other inputs (fingerprint {ckpt.get('fingerprint')}); "
+                            "refusing to resume from it")
+        return path, ckpt
+    return None
 
 
 def _save(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    import io
+
+    from assay.pipeline.dataset import atomic_write_bytes
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    atomic_write_bytes(path, buffer.getvalue())  # flushed to disk before it is renamed into place
 
 
 # ---- model construction (shared with eval) -------------------------------------------------------
@@ -128,8 +133,8 @@ def _doc_ids(ds) -> set[str]:
 # ---- the loop ------------------------------------------------------------------------------------
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, out: Path, log: Callable[[str], None] = print):
-        self.cfg, self.out, self.log = cfg, Path(out), log
+    def __init__(self, cfg: TrainConfig, out: Path, log: Callable[[str], None] = print, fingerprint: str = ""):
+        self.cfg, self.out, self.log, self.fingerprint = cfg, Path(out), log, fingerprint
         self.device = resolve_device(cfg)
         if cfg.threads and self.device.type == "cpu":
             torch.set_num_threads(cfg.threads)
@@ -172,13 +177,13 @@ class Trainer:
         _save({"model": self.model.state_dict(), "optimizers": [o.state_dict() for o in self.optimizers],
                "loader": self.loader.state_dict(), "state": dict(self.state), "rng": torch.get_rng_state(),
                "config": self.cfg.model_dump(mode="json"), "vocab_size": self.rows.layout.vocab_size,
-               "context": self.T, "layout": self.rows.layout.to_json()}, path)
+               "context": self.T, "layout": self.rows.layout.to_json(), "fingerprint": self.fingerprint}, path)
         for old in sorted((self.out / CKPT_DIR).glob("step-*.pt"))[: -self.cfg.keep_checkpoints]:
             old.unlink()
         return path
 
-    def load(self, path: Path) -> None:
-        ckpt = torch.load(path, map_location=self.device, weights_only=False)
+    def load(self, path: Path, ckpt: dict | None = None) -> None:
+        ckpt = ckpt if ckpt is not None else read_checkpoint(path, self.device)
         self.model.load_state_dict(ckpt["model"])
         for opt, sd in zip(self.optimizers, ckpt["optimizers"]):
             opt.load_state_dict(sd)
@@ -333,27 +338,8 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 def train(cfg: TrainConfig, out: str | Path, log: Callable[[str], None] = print, force: bool = False,
           report: bool = True) -> dict:
-    """Train `cfg` into run directory `out`: fresh, resumed from its last checkpoint, or (already
-    complete with the same config) returned as it is."""
-    out = Path(out)
-    status = prepare_run_dir(out, cfg.fingerprint(), "train", force)
-    if status == "done":
-        log(f"{out}: already complete (same config); summary.json kept")
-        return json.loads((out / SUMMARY).read_text())
-    trainer = Trainer(cfg, out, log)
-    ckpt = latest_checkpoint(out) if status == "resume" else None
-    if ckpt is not None:
-        trainer.load(ckpt)
-        log(f"{out}: resuming from {ckpt.name} (step {trainer.state['step']} of {trainer.total_steps})")
-    else:
-        (out / METRICS).unlink(missing_ok=True)
-        atomic_write_text(out / "config.json", json.dumps(cfg.model_dump(mode="json"), indent=1))
-    p = trainer.info["params"]
-    log(f"{cfg.name}: {p['total'] / 1e6:.2f}M params ({p['active'] / 1e6:.2f}M active), "
-        f"{trainer.total_steps} steps x {trainer.tokens_per_step} tokens on {trainer.device}")
-    summary = trainer.run()
-    if report:
-        from .report import write_run_report
+    """Train `cfg` into the run folder `out` (a stage of the one runner, see stage.py): trained afresh,
+    resumed from its last checkpoint, or (nothing it reads changed) returned as it is."""
+    from .stage import run_training
 
-        write_run_report(out)
-    return summary
+    return run_training(cfg, out, log=log, force=force, report=report)

@@ -17,6 +17,7 @@ loads it instead of building its own (the stage contract's `shared` attributes).
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Literal
 
 import pyarrow as pa
@@ -66,6 +67,17 @@ class Decontam(MapStage):
 
     shared = ("items", "index")  # built once on the driver; workers load them instead of rebuilding
     items = index = None
+
+    def read_files(self) -> dict[str, list[str]]:
+        from .registry import SHIPPED
+
+        registry = Path(self.params.benchmarks) if self.params.benchmarks else SHIPPED
+        files = {"benchmarks": [str(registry.parent)]}  # the registry and the benchmark files beside it
+        if self.params.semantic:
+            from ..model import model_path
+
+            files["model"] = [model_path(self.params.model)]
+        return files
 
     def prepare(self) -> None:
         from .index import NgramIndex, items_csr

@@ -72,6 +72,11 @@ class Leakage(MapStage):
     Params = LeakageParams
     reads = {"registry": "file"}
 
+    def read_files(self) -> dict[str, list[str]]:
+        from .swebench import DEFAULT_REGISTRY
+
+        return {"registry": [self.params.registry or str(DEFAULT_REGISTRY)]}
+
     def setup(self) -> None:
         from .swebench import Registry
 

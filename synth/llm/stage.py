@@ -67,6 +67,16 @@ class LLMStage(ServiceStage):
                     problems.append(f"stage {self.stage_id!r}: the local model needs {module!r} (or set url:)")
         return problems
 
+    def service_identity(self) -> dict:
+        """The model behind the answers: the server and the model name asked of it, or the local weights
+        (a model_path is hashed by content as a file this stage reads; the default is pinned by hash)."""
+        p = self.params
+        if p.url:
+            return {"url": p.url.rstrip("/"), "model": p.model}
+        from .weights import SMOLLM2_SHA256
+
+        return {"local": p.model, "weights": "model_path" if p.model_path else f"smollm2-gguf:{SMOLLM2_SHA256}"}
+
     def setup(self) -> None:
         from .backend import open_backend
 
