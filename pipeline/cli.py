@@ -136,6 +136,12 @@ def stages(name: Optional[str] = typer.Argument(None, help="Show one stage in fu
                       + (f", {res.memory_gb:g} GiB" if res.memory_gb else "")
                       + (f"; workers: {cls.workers}" if cls.workers else "")
                       + (f"; needs: {', '.join(cls.requires)}" if cls.requires else "") + "\n")
+        from .identity import describe_inputs
+
+        console.print("reads (its identity: a change to any of these re-runs it):")
+        for line in describe_inputs(cls):
+            console.print(f"  {line}", highlight=False)
+        console.print()
         table = Table("param", "type", "default", "description")
         for pname, field in cls.Params.model_fields.items():
             default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))

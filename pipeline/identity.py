@@ -235,6 +235,32 @@ def why(new: dict[str, Any], old: dict[str, Any] | None) -> str:
     return ", ".join(reasons) or "forced"
 
 
+def describe_inputs(cls: type) -> list[str]:
+    """What a stage class reads, in words (for `assay stages NAME`): the parts of its identity."""
+    from .stage import GlobalStage, SourceStage
+
+    lines = []
+    if issubclass(cls, SourceStage):
+        lines.append("files: its input files (`paths`), by content")
+    elif getattr(cls, "needs_inputs", True) or not issubclass(cls, GlobalStage):
+        lines.append("datasets: its input datasets, by fingerprint")
+    for name, kind in cls.reads.items():
+        if name == "paths" and issubclass(cls, SourceStage):
+            continue
+        lines.append(f"file: param `{name}`, by content" if kind == FILE
+                     else f"place: param `{name}` (written or cached into; not part of its identity)")
+    if "read_files" in {k for klass in cls.__mro__ if klass.__module__ != "assay.pipeline.stage" for k in vars(klass)}:
+        lines.append("files it reads without a param (shipped defaults), by content")
+    if "service_identity" in {k for klass in cls.__mro__ if klass.__module__ != "assay.pipeline.stage"
+                              for k in vars(klass)}:
+        lines.append("service: the endpoint and the model behind it")
+    modules = sorted({k.__module__ for k in cls.__mro__ if k.__module__ not in ("builtins", "abc", "typing")}
+                     | set(getattr(cls, "code_modules", ())))
+    lines.append(f"code: version {getattr(cls, 'version', '1')} and the source of {', '.join(modules)}")
+    lines.append("params: every param except places")
+    return lines
+
+
 def paths_of(value: Any) -> list[str]:
     """A param's value as a list of paths (a str, a list of str, or nothing)."""
     if value is None:

@@ -43,7 +43,15 @@ def load_stages(run_dir: Path) -> list[dict[str, Any]]:
         manifests[path.parent.name] = json.loads(path.read_text())
     ordered = [s for s in order if s in manifests]
     rest = sorted(set(manifests) - set(ordered), key=lambda s: manifests[s].get("started_at", ""))
-    return [dict(manifests[s], dir=s) for s in ordered + rest]
+    logged = run.get("stages") or {}
+
+    def why(stage_dir: str) -> str:  # this run's reason (skipped or ran, and why), else when it last ran
+        entry = logged.get(stage_dir) or {}
+        if entry.get("skipped"):
+            return "skipped (unchanged)"
+        return f"ran: {entry.get('why') or manifests[stage_dir].get('ran_because') or 'new'}"
+
+    return [dict(manifests[s], dir=s, why=why(s)) for s in ordered + rest]
 
 
 def _human(n: float) -> str:
@@ -105,10 +113,10 @@ def _core_sections(stages: list[dict]) -> list[str]:
             html.escape(s["dir"]), html.escape(s["stage"]), html.escape(s.get("engine", "")),
             f"{c['rows_in']:,}", f"{c['rows_out']:,}", f"{c['rows_rejected']:,}",
             _human(c["bytes_in"]) + "B", _human(c["bytes_out"]) + "B", f"{s.get('wall_seconds', 0):.2f}",
-            "✔ balanced" if ok else "✘ UNBALANCED",
+            "✔ balanced" if ok else "✘ UNBALANCED", html.escape(s.get("why", "")),
         ])
     ledger = _table(["stage", "uses", "engine", "rows in", "rows out", "rejected", "bytes in", "bytes out",
-                     "seconds", "ledger"], rows)
+                     "seconds", "ledger", "last run"], rows)
     reject_rows = []
     for s in stages:
         examples = s.get("reject_examples", {})
