@@ -64,6 +64,7 @@ def run(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="e.g. 127.0.0.1:6379"),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html into the workdir"),
     force: bool = typer.Option(False, "--force", help="Take over a workdir that another recipe's runs are in"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say which stages would run and why; run nothing"),
 ) -> None:
     """Run a pipeline recipe as a DAG; unchanged stages are skipped, killed ones resume.
 
@@ -81,6 +82,12 @@ def run(
     if problems:
         raise UserError(f"{recipe}: {problems[0]}")
     root = Path(workdir or parsed.workdir)
+    if dry_run:
+        from .runner import dry_run as plan
+
+        for stage_id, runs, why in plan(parsed, root):
+            typer.echo(f"  {stage_id:<20} {'would run: ' + why if runs else 'would skip (unchanged)'}")
+        return
     typer.echo(f"assay: running {parsed.name} ({recipe}) into {root} on {engine or parsed.engine}")
     run_recipe(parsed, workdir=root, engine=engine, options=_engine_options(workers, spark_master, ray_address),
                start=start, until=until, progress=sys.stderr.isatty(), log=typer.echo, replace=force)

@@ -94,7 +94,7 @@ def loads(data: bytes) -> Any:
         if "__items__" in v:
             return {_hashable(dec(k)): dec(x) for k, x in v["__items__"]}
         if "__object__" in v:
-            cls = _CLASSES.get(v["__object__"])
+            cls = _allowed(v["__object__"])
             if cls is None:
                 raise CodecError(f"stored value names the class {v['__object__']!r}, which is not allowed")
             obj = cls.__new__(cls)
@@ -103,6 +103,19 @@ def loads(data: bytes) -> Any:
         return {k: dec(x) for k, x in v.items()}
 
     return dec(structure)
+
+
+def _allowed(name: str) -> type | None:
+    """A registered class; Assay's own modules are imported to let their classes register (a worker
+    may not have imported the module yet). Nothing outside the `assay.` namespace is ever imported."""
+    if name not in _CLASSES and name.startswith("assay.") and ":" in name:
+        import importlib
+
+        try:
+            importlib.import_module(name.split(":", 1)[0])
+        except ImportError:
+            return None
+    return _CLASSES.get(name)
 
 
 def _hashable(key: Any) -> Any:

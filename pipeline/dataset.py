@@ -277,6 +277,11 @@ class ShardFiles:
         self.stats: dict[str, Any] | None = None
         self.seconds: float | None = None
 
+    def temp_of(self, name: str) -> Path:
+        """The temporary path already registered for `name`."""
+        final = self.root / name
+        return next(tmp for tmp, f in self._pending if f == final)
+
     def temp(self, name: str) -> Path:
         """A temporary path that becomes `root/name` on commit."""
         final = self.root / name

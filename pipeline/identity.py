@@ -63,7 +63,7 @@ class _HashCache:
                 root = _cache_root()
                 root.mkdir(parents=True, exist_ok=True)
                 db = sqlite3.connect(root / "file-hashes.sqlite", timeout=30, check_same_thread=False)
-                db.execute("CREATE TABLE IF NOT EXISTS hashes (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER,"
+                db.execute("CREATE TABLE IF NOT EXISTS hashes (path BLOB PRIMARY KEY, size INTEGER, mtime_ns INTEGER,"
                            " ino INTEGER, dev INTEGER, sha256 TEXT)")
                 self._db = db
             except (OSError, sqlite3.Error):
@@ -81,7 +81,7 @@ class _HashCache:
             if db is not None:
                 try:
                     row = db.execute("SELECT size, mtime_ns, ino, dev, sha256 FROM hashes WHERE path = ?",
-                                     (real,)).fetchone()
+                                     (os.fsencode(real),)).fetchone()
                     if row and tuple(row[:4]) == key[1:]:
                         self._memory[key] = row[4]
                         return row[4]
@@ -95,7 +95,8 @@ class _HashCache:
             if db is not None:
                 try:
                     with db:
-                        db.execute("INSERT OR REPLACE INTO hashes VALUES (?, ?, ?, ?, ?, ?)", (*key, digest))
+                        db.execute("INSERT OR REPLACE INTO hashes VALUES (?, ?, ?, ?, ?, ?)",
+                                   (os.fsencode(real), *key[1:], digest))
                 except sqlite3.Error:
                     pass
         return digest
@@ -136,7 +137,7 @@ def path_digest(value: str | os.PathLike) -> str:
 def _combine(pairs: Iterable[tuple[str, str]]) -> str:
     h = hashlib.sha256()
     for name, digest in pairs:
-        h.update(name.encode("utf-8", "surrogatepass") + b"\0" + digest.encode() + b"\n")
+        h.update(os.fsencode(name) + b"\0" + digest.encode() + b"\n")
     return h.hexdigest()
 
 

@@ -403,6 +403,29 @@ def run_recipe(recipe, workdir: str | os.PathLike | None = None, engine: str | N
 RUN_LOG = "_run.json"
 
 
+def dry_run(recipe, workdir: str | os.PathLike | None = None) -> list[tuple[str, bool, str]]:
+    """What `run_recipe` would do, without doing it: per stage, in order, whether it would run and why
+    ("unchanged", "new", "params changed", "input file 'model' changed", "upstream changed", ...).
+    The fingerprints are the ones the run would compute (identity.py), upstream ones included."""
+    from .identity import fingerprint_of, why
+
+    root = Path(workdir or recipe.workdir)
+    fps: dict[str, str] = {}
+    plan = []
+    for stage_id in recipe.order():
+        spec = recipe.stage_spec(stage_id)
+        stage = spec.build()
+        upstream = [fps.get(name) for name in spec.inputs]
+        ident = identity(stage, [], None if isinstance(stage, SourceStage) else upstream)
+        fps[stage_id] = fingerprint_of(ident)
+        manifest = Dataset(root / stage_id).manifest
+        if manifest and manifest.get("fingerprint") == fps[stage_id]:
+            plan.append((stage_id, False, "unchanged"))
+        else:
+            plan.append((stage_id, True, why(ident, (manifest or {}).get("identity"))))
+    return plan
+
+
 def fusion_chains(recipe, order: list[str], engine_name: str) -> list[list[str]]:
     """Runs of one-to-one document map stages (2+) where each link's only input is the previous link,
     whose output nobody else reads, on the same engine. Links follow the graph, not positions in

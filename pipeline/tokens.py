@@ -176,7 +176,11 @@ class TokenShardWriter:
             raise LedgerError(f"stage {self.stage_id!r} token shard {self.index}: "
                               + (f"{len(lost)} input document(s) neither packed nor rejected" if lost
                                  else "ledger does not balance: " + self.counts.imbalance()))
-        self.files.commit(self.counts, extra={"tokens": self.n_tokens, "loss_tokens": self.n_loss})
+        self._tok.flush()
+        self._mask.flush()
+        sums = {suffix: _file_sum(self.files.temp_of(shard_stem(self.index) + suffix))
+                for suffix in (TOKENS_SUFFIX, MASK_SUFFIX, DOCS_SUFFIX)}
+        self.files.commit(self.counts, extra={"tokens": self.n_tokens, "loss_tokens": self.n_loss, "files": sums})
         return self.counts
 
     def abort(self) -> None:
@@ -185,6 +189,24 @@ class TokenShardWriter:
         if self._rejects is not None:
             self._rejects.close_writers()
         self.files.abort()
+
+
+def _file_sum(path: Path) -> dict[str, Any]:
+    """A shard file's size and xxh3 checksum, recorded at commit and checked before the data is used."""
+    import xxhash
+
+    h = xxhash.xxh3_64()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            h.update(block)
+    return {"bytes": os.path.getsize(path), "xxh3": h.hexdigest()}
+
+
+class DamagedShards(ValueError):
+    """A token dataset whose files are not what its commits recorded (truncated, changed or missing)."""
+
+
+_VERIFIED: dict[tuple[str, int], bool] = {}  # (dataset, manifest mtime): checked in this process
 
 
 # The columns every doc index has; writers may add more (meta, fim, part, ...).
@@ -215,6 +237,40 @@ class TokenDataset:
 
     def shard_indexes(self) -> list[int]:
         return sorted(int(p.name.split("-")[1].split(".")[0]) for p in self.path.glob(f"part-*{TOKENS_SUFFIX}"))
+
+    def verify(self) -> None:
+        """Check every shard against what its commit recorded (the shard count against the manifest,
+        each file's size and checksum, the token count) before anything trains or scores on it: a
+        truncated `.tokens` file is an error naming the file, never half the rows read silently."""
+        key = (str(self.path.resolve()), (self.path / MANIFEST).stat().st_mtime_ns)
+        if _VERIFIED.get(key):
+            return
+        markers = {int(p.stem.split("-")[1]): json.loads(p.read_text())
+                   for p in (self.path / SHARDS_DIR).glob("part-*.json")}
+        expected = self.manifest.get("shards")
+        present = set(self.shard_indexes())
+        if expected is not None and (set(markers) != set(range(expected)) or present - set(markers)):
+            raise DamagedShards(f"{self.path}: {len(present)} token shards and {len(markers)} commit markers where "
+                                f"the manifest says {expected}; rebuild it")
+        for index, marker in sorted(markers.items()):
+            stem = shard_stem(index)
+            for suffix, want in (marker.get("files") or {}).items():
+                path = self.path / (stem + suffix)
+                if not path.exists():
+                    raise DamagedShards(f"{path}: missing; rebuild the dataset")
+                got = path.stat().st_size
+                if got != want["bytes"]:
+                    raise DamagedShards(f"{path}: {got:,} bytes where its commit recorded {want['bytes']:,} "
+                                        "(truncated or changed); rebuild the dataset")
+                if _file_sum(path)["xxh3"] != want["xxh3"]:
+                    raise DamagedShards(f"{path}: its checksum differs from the one its commit recorded "
+                                        "(changed after it was written); rebuild the dataset")
+            if "tokens" in marker and (self.path / (stem + TOKENS_SUFFIX)).exists():
+                have = (self.path / (stem + TOKENS_SUFFIX)).stat().st_size // self.layout.dtype.itemsize
+                if have != int(marker["tokens"]):
+                    raise DamagedShards(f"{self.path / (stem + TOKENS_SUFFIX)}: {have:,} tokens where its commit "
+                                        f"recorded {int(marker['tokens']):,}; rebuild the dataset")
+        _VERIFIED[key] = True
 
     def _map(self, index: int, suffix: str, dtype: np.dtype) -> np.ndarray:
         path = self.path / (shard_stem(index) + suffix)

@@ -188,3 +188,32 @@ def test_report_warns_about_crash_rejects(local_demo, tmp_path):
     manifest.write_text(json.dumps(data))
     page = write_report(copy, tmp_path / "after.html").read_text()
     assert "Crashes: stage pdfs rejected 2 row(s) as extract_crash" in page
+
+
+def test_touch_changes_nothing_and_one_byte_of_the_quality_model_reruns_tiers_and_below(local_demo, tmp_path,
+                                                                                      monkeypatch):
+    """Identity by content (issue #27): `touch` on an input runs nothing; one byte changed in the bundled
+    quality model re-runs the tiering stage and everything downstream of it, and nothing upstream."""
+    import os
+
+    from assay.pipeline.runner import dry_run
+    from assay.quality import scorers
+
+    recipe, workdir, _ = local_demo
+    assert not [sid for sid, runs, _ in dry_run(recipe, workdir) if runs]
+    sample = next((Path(recipe._base_dir) / "../sample/pdf").glob("*.pdf"))
+    before = sample.stat()
+    try:
+        os.utime(sample, (before.st_atime + 100, before.st_mtime + 100))
+        assert not [sid for sid, runs, _ in dry_run(recipe, workdir) if runs]
+    finally:
+        os.utime(sample, (before.st_atime, before.st_mtime))
+    model = tmp_path / "web.bin"
+    data = bytearray(scorers.SHIPPED["web"].read_bytes())
+    data[-5] ^= 1
+    model.write_bytes(bytes(data))
+    monkeypatch.setitem(scorers.SHIPPED, "web", model)
+    plan = {sid: (runs, why) for sid, runs, why in dry_run(recipe, workdir)}
+    assert {sid for sid, (runs, _) in plan.items() if runs} == recipe.descendants("tiers") | {"tiers"}
+    assert plan["tiers"][1] == "input file 'fasttext.model' changed"
+    assert all(plan[sid][1] == "upstream changed" for sid in recipe.descendants("tiers"))

@@ -24,9 +24,12 @@ from .model import IGNORE
 
 
 def open_tokens(path: str | Path) -> TokenDataset:
+    """A token dataset, checked against its commits first (sizes, checksums, counts: see verify)."""
     try:
-        return TokenDataset(path)
-    except (FileNotFoundError, ValueError) as exc:
+        dataset = TokenDataset(path)
+        dataset.verify()
+        return dataset
+    except (FileNotFoundError, ValueError) as exc:  # DamagedShards is a ValueError
         raise UserError(str(exc)) from None
 
 
