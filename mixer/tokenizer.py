@@ -177,6 +177,7 @@ class PrepareTokenizer(GlobalStage):
 
     Params = TokenizerParams
     output_kind = "artifact"
+    command = False  # `assay mix build` runs it; `assay tokenizer train` makes one by hand
     reads = {"path": "file"}
     needs_inputs = False  # a loaded tokenizer reads only its file
     requires = ("tokenizers",)

@@ -450,6 +450,8 @@ def populate(root: click.Group, only_family: str | None = None) -> None:
             return
         stages = {name: cls for name, cls in sorted(_REGISTRY.items()) if name.startswith(only_family + ".")}
     for name, cls in stages.items():
+        if not cls.command:
+            continue
         if "." not in name:
             root.add_command(_stage_command(cls), name)
             continue

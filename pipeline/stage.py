@@ -112,6 +112,9 @@ class Stage:
     owned_names: ClassVar[tuple[str, ...]] = ()
     # False for a global stage that may run on files alone (a tokenizer loaded from its file).
     needs_inputs: ClassVar[bool] = True
+    # False for a stage that only another command runs (a training run: `assay train`), so the CLI
+    # gives it no `assay FAMILY STAGE` command of its own.
+    command: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

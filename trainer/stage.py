@@ -42,6 +42,7 @@ class TrainRun(GlobalStage):
 
     Params = TrainRunParams
     output_kind = "run"
+    command = False  # `assay train CONFIG` and `assay ablate SPEC` run it
     owned_names = RUN_FILES
     requires = ("torch",)
     code_modules = ("assay.trainer.train", "assay.trainer.model", "assay.trainer.moe", "assay.trainer.data",

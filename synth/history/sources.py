@@ -22,7 +22,7 @@ from zstandard import ZstdError
 
 from assay.pipeline.io import open_binary
 from assay.pipeline.schema import DOC_SCHEMA, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta, text_bytes
-from assay.pipeline.stage import Params, SourceStage, Task, add_columns, register, with_row_ids
+from assay.pipeline.stage import Params, SourceStage, Task, add_columns, register
 
 from . import gitrepo
 from .records import RECORD_COLUMNS, Limits, Reject, check_sizes, code_languages, document_text, excerpt, file_entry, round_trip
@@ -206,12 +206,12 @@ class Commits(RecordSource):
     def run_task(self, task: Task, writer) -> Iterator[pa.Table]:
         self.ensure_setup()
         counts = getattr(writer, "counts", writer)
-        origin, ordinal = f"{task.inputs[0]}#commits{task.get('commits')}", 0
+        # ids stay the records' own: a commit's or a pull request's URL names it uniquely, however the
+        # history is cut into tasks
         for table in self.read_repo(task.inputs[0], task.get("commits"), task.get("head")):
             counts.rows_in += table.num_rows
             counts.bytes_in += text_bytes(table)
-            yield with_row_ids(table, origin, ordinal)
-            ordinal += table.num_rows
+            yield table
 
     def read_repo(self, path: str, span: tuple[int, int], head: str | None) -> Iterator[pa.Table]:
         p = self.params
@@ -328,7 +328,7 @@ class PullRequests(RecordSource):
         self._emit(join, rows)
         table = rows.take()
         counts.rows_in += table.num_rows
-        yield with_row_ids(table, f"gharchive:{'|'.join(task.inputs)}#{part}/{nparts}", 0)
+        yield table  # ids from each pull request's URL: the same however the events are partitioned
 
     def _emit(self, join, rows: Rows) -> None:
         from .gharchive import field, pr_text
