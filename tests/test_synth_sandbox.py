@@ -4,6 +4,7 @@ correct solution passes while a wrong one fails."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from assay.synth.sandbox import Limits, run_python
 
 ISOLATED, WHY = sandbox.isolation_available()
 needs_isolation = pytest.mark.skipif(not ISOLATED, reason=f"no namespaces here: {WHY}")
+ISOLATION = "auto" if ISOLATED else "none"  # tests that hold without namespaces too say so
 FAST = Limits(timeout_s=2, memory_mb=256, processes=8)
 
 SOLUTION = "def add(a, b):\n    return a + b\n"
@@ -161,3 +163,233 @@ def test_without_isolation_the_limits_still_hold_and_it_says_so():
     bomb = run_python("x = bytearray(8 << 30)\n", limits=FAST, isolation="off")
     assert spin.verdict == "timeout" and bomb.verdict == "memory"
     assert spin.isolation == "none" and bomb.isolation == "none"
+
+
+# ---- honesty: the program against its caller, its supervisor and its verdict (issue 28) -------------------------
+
+import os  # noqa: E402
+import secrets  # noqa: E402
+import signal  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+
+import as_user  # noqa: E402
+
+from assay.synth import verify  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@needs_isolation
+def test_program_cannot_read_the_callers_environment(monkeypatch):
+    secret = "sk-assay-canary-" + secrets.token_hex(8)
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    code = ("import glob, os\nfound = []\n"
+            "for path in glob.glob('/proc/*/environ') + glob.glob('/proc/*/task/*/environ') + glob.glob('/proc/*/cmdline'):\n"
+            "    try:\n        data = open(path, 'rb').read()\n    except OSError:\n        continue\n"
+            f"    if b'OPENAI_API_KEY' in data or {secret.encode()!r} in data:\n        found.append(path)\n"
+            "found += [k for k in os.environ if 'OPENAI' in k]\nprint('FOUND', found)\n")
+    result = run_python(code, limits=FAST)
+    assert result.verdict == "ok", result.stderr_tail
+    assert "FOUND []" in result.stdout_tail and secret not in result.stdout_tail
+
+
+FORGE = """
+import glob, marshal, os, resource, signal, sys
+forged = marshal.dumps({'exit': 0, 'cpu_s': 0.0})
+for path in glob.glob('/proc/*/fd/*'):  # the supervisor's report pipe, if it can be reached
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, forged)
+    except OSError:
+        pass
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):  # end the supervisor early
+    try:
+        os.kill(1, sig)
+    except OSError:
+        pass
+try:
+    resource.prlimit(1, resource.RLIMIT_NOFILE, (3, 3))
+except (OSError, ValueError):
+    pass
+sys.stderr.write('MemoryError\\nCannot allocate memory\\nsandbox setup failed\\n')
+sys.exit(1)
+"""
+
+
+@needs_isolation
+def test_program_cannot_forge_its_verdict():
+    """A failing program that writes a forged report, signals its supervisor and prints what a memory
+    error or a setup failure prints is still `failed`; one that kills itself with SIGXCPU is `killed`."""
+    result = run_python(FORGE, limits=FAST)
+    assert (result.verdict, result.exit_code) == ("failed", 1), result.to_json()
+    fake_cpu = run_python("import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)\n", limits=FAST)
+    assert fake_cpu.verdict == "killed" and fake_cpu.limit != "cpu", fake_cpu.to_json()
+
+
+PTRACE = """
+import ctypes, glob, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+PTRACE_TRACEME, PTRACE_SEIZE = 0, 0x4206
+child = os.fork()
+if child == 0:
+    time.sleep(30)
+    os._exit(0)
+pids = {int(p.split('/')[2]) for p in glob.glob('/proc/[0-9]*')} - {os.getpid()}
+attached = [pid for pid in sorted(pids | {child}) if libc.ptrace(PTRACE_SEIZE, pid, 0, 0) == 0]
+traced = os.fork()
+if traced == 0:
+    os._exit(0 if libc.ptrace(PTRACE_TRACEME, 0, 0, 0) == 0 else 3)
+_, status = os.waitpid(traced, 0)
+buf = ctypes.create_string_buffer(8)
+local = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p), 8)
+remote = (ctypes.c_void_p * 2)(id(buf), 8)  # an address in the forked child (same layout)
+read = libc.process_vm_readv(child, local, 1, remote, 1, 0)
+os.kill(child, 9)
+print('attached', attached, 'traceme', os.waitstatus_to_exitcode(status), 'vm_read', read)
+assert not attached and os.waitstatus_to_exitcode(status) == 3 and read == -1
+"""
+
+
+@needs_isolation
+def test_program_cannot_ptrace_anything():
+    result = run_python(PTRACE, limits=FAST)
+    assert result.verdict == "ok", result.stdout_tail + result.stderr_tail
+
+
+@pytest.mark.parametrize("where", ["module", "function"])
+@pytest.mark.parametrize("exit_call", ["sys.exit(0)", "os._exit(0)"])
+def test_wrong_solution_that_exits_early_fails(exit_call, where):
+    body = f"def add(a, b):\n    return a - b\n{exit_call}\n" if where == "module" else \
+        f"def add(a, b):\n    {exit_call}\n"
+    check, verdict = verify.code_tests(f"```python\nimport os, sys\n{body}```", TESTS, limits=FAST, isolation=ISOLATION)
+    assert not check.ok and verdict["verdict"] == "failed", verdict
+
+
+def test_wrong_solution_cannot_fake_equality():
+    code = "class Anything:\n    def __eq__(self, other):\n        return True\n\ndef add(a, b):\n    return Anything()\n"
+    check, verdict = verify.code_tests(f"```python\n{code}```", TESTS, limits=FAST, isolation=ISOLATION)
+    assert not check.ok and verdict["verdict"] == "failed", verdict
+
+
+THREADED = ("import threading, time\nthreads = [threading.Thread(target=time.sleep, args=(3,)) for _ in range(4)]\n"
+            "for t in threads:\n    t.start()\nfor t in threads:\n    t.join()\nprint('done')\n")
+
+
+def test_eight_concurrent_programs_with_four_threads_each_all_pass():
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: run_python(THREADED, limits=Limits(timeout_s=60), isolation=ISOLATION),
+                                range(8)))
+    assert [r.verdict for r in results] == ["ok"] * 8, [r.stderr_tail[-300:] for r in results if not r.ok]
+
+
+def _descendants(pid: int) -> set[tuple[int, str]]:
+    """(pid, start time) of every process below `pid`."""
+    parents: dict[int, list[tuple[int, str]]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents.setdefault(int(fields[1]), []).append((int(entry), fields[19]))
+    found, todo = set(), [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child[0])
+    return found
+
+
+def _alive(procs: set[tuple[int, str]]) -> set[tuple[int, str]]:
+    alive = set()
+    for pid, start in procs:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[19] == start and fields[0] != "Z":
+            alive.add((pid, start))
+    return alive
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL", "supervisor SIGKILL"])
+def test_sandbox_dies_with_its_caller(tmp_path, how):
+    """Killing `assay sandbox run` (or the sandbox's own supervisor) ends the program and removes its
+    temporary folders within 5 s, long before its timeout."""
+    marker = "assay-caller-marker-" + secrets.token_hex(4)
+    program = tmp_path / "sleep.py"
+    program.write_text("import time\ntime.sleep(120)\n")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch))
+    caller = subprocess.Popen([sys.executable, "-m", "assay.pipeline.cli", "sandbox", "run", str(program), marker,
+                               "--timeout-s", "120", "--isolation", ISOLATION], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(marker in _cmdline(pid) for pid, _ in _descendants(caller.pid)):
+            assert caller.poll() is None and time.monotonic() < deadline, caller.communicate()
+            time.sleep(0.1)
+        below = _descendants(caller.pid)
+        if how == "supervisor SIGKILL":
+            [supervisor] = [pid for pid, _ in below if _parent(pid) == caller.pid]
+            os.kill(supervisor, signal.SIGKILL)
+        else:
+            os.kill(caller.pid, getattr(signal, how))
+        deadline = time.monotonic() + 5
+        while (_alive(below) or list(scratch.iterdir())) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(below), [_cmdline(pid) for pid, _ in _alive(below)]
+        assert not list(scratch.iterdir())
+        if how == "supervisor SIGKILL":
+            caller.wait(timeout=10)
+            assert json.loads(caller.stdout.read())["verdict"] == "killed"
+    finally:
+        caller.kill()
+        caller.wait()
+        for pid, _ in _alive(below if "below" in locals() else set()):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_auto_isolation_refuses_to_run_code_unisolated(tmp_path):
+    """Without namespaces (here: no `unshare` on PATH) `auto` refuses with one line saying how to get
+    them, and runs nothing; `none` runs the program unisolated because the user said so."""
+    program = tmp_path / "touch.py"
+    witness = tmp_path / "ran"
+    program.write_text(f"open({str(witness)!r}, 'w').close()\n")
+    env = dict(os.environ, PATH=str(tmp_path))  # the interpreter is named by its full path
+    refused = subprocess.run([sys.executable, "-m", "assay.pipeline.cli", "sandbox", "run", str(program)], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and not witness.exists(), refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert line.startswith("error:") and "namespaces" in line and "isolation: none" in line
+    allowed = subprocess.run([sys.executable, "-m", "assay.pipeline.cli", "sandbox", "run", str(program),
+                              "--isolation", "none"], env=env, capture_output=True, text=True, timeout=120)
+    assert allowed.returncode == 0 and witness.exists() and json.loads(allowed.stdout)["isolation"] == "none"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can run these tests as another user")
+def test_the_sandbox_tests_pass_for_a_non_root_caller(tmp_path):
+    """This file again, as `nobody`: a non-root caller takes the user-namespace path, where the
+    supervisor shares the program's uid."""
+    os.chmod(tmp_path, 0o777)
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-rs", str(Path(__file__)),
+            "--basetemp", str(tmp_path / "base")]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "LANG": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(as_user.command(argv, as_user.interpreter_paths() + [str(REPO)]), env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    skipped = re.search(r"(\d+) skipped", done.stdout.strip().splitlines()[-1])
+    assert not ISOLATED or int(skipped.group(1)) == 1, done.stdout[-2000:]  # this test itself, inside
