@@ -289,7 +289,7 @@ def _execute(argv: list[str], files: dict[str, str | bytes], limits: Limits, iso
         "ro_paths": sorted(set(default_ro_paths()) | set(ro_paths)), "disk_mb": limits.disk_mb,
         "cpu_s": limits.cpu_s or max(1, math.ceil(limits.timeout_s)), "memory_mb": limits.memory_mb,
         "file_mb": limits.file_mb, "processes": limits.processes, "open_files": limits.open_files,
-        "argv": list(argv),
+        "timeout_s": limits.timeout_s, "argv": list(argv),
         "env": {"PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
                 "HOME": "/sandbox" if isolate else ".", "TMPDIR": "/tmp" if isolate else ".",
                 "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"},

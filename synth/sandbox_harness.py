@@ -35,6 +35,7 @@ import json
 import operator
 import os
 import sys
+import threading
 
 MARK = "$"
 
@@ -60,6 +61,7 @@ class Channel:
         self.serve = serve  # (op, args) -> result, for the other side's requests
         self.objects: dict[int, list] = {}  # id -> [object, references handed out and not yet released]
         self.released: list[int] = []
+        self.lock = threading.RLock()  # one exchange at a time (tests may use threads); callbacks nest
 
     # values
     def encode(self, x, depth: int = 0):
@@ -144,9 +146,10 @@ class Channel:
         return message
 
     def request(self, op: str, *args):
-        released, self.released = self.released, []
-        self._send({"op": op, "args": [self.encode(a) for a in args], "release": released})
-        return self.wait()
+        with self.lock:
+            released, self.released = self.released, []
+            self._send({"op": op, "args": [self.encode(a) for a in args], "release": released})
+            return self.wait()
 
     def wait(self):
         while True:

@@ -23,7 +23,8 @@ namespace when the caller is not root), with an empty environment. It then:
    only handler (SIGCHLD) just wakes it up. When it exits the kernel kills everything left in the
    pid namespace (fork bombs included).
 5. watches a pipe whose other end only the caller holds: when the caller dies, by any signal, the
-   pipe reads end-of-file and the supervisor exits at once, taking the sandbox with it.
+   pipe reads end-of-file and the supervisor exits at once, taking the sandbox with it. It also
+   gives up 10 s after the caller's own timeout (a caller that is alive but stuck).
 
 With `isolate: false` (isolation "none") it applies the same limits and filter, runs the program in a
 fresh folder of the caller's temporary directory (removed at the end) and kills the program's
@@ -35,6 +36,7 @@ import resource
 import select
 import signal
 import sys
+import time
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC = 32, 4096, 16384
@@ -263,8 +265,9 @@ def start_program(cfg, cwd, uid, secret_fd):
 
 # ---- the supervisor --------------------------------------------------------------------------------
 
-def supervise(pid, watchdog):
-    """Reap every process until `pid` ends (its report) or the caller goes (None)."""
+def supervise(pid, watchdog, deadline):
+    """Reap every process until `pid` ends (its report), or the caller goes or `deadline` (monotonic)
+    passes (None: the caller enforces the timeout; the deadline is for a caller that cannot)."""
     poller = select.poll()
     poller.register(watchdog, select.POLLIN)
     poller.register(WAKE[0], select.POLLIN)
@@ -283,7 +286,11 @@ def supervise(pid, watchdog):
                 else:
                     report["exit"] = os.WEXITSTATUS(code)
                 return report
-        for fd, _ in poller.poll():
+        left = deadline - time.monotonic()
+        events = poller.poll(max(0, left) * 1000) if left > 0 else []
+        if not events:
+            return None
+        for fd, _ in events:
             if fd == watchdog:
                 return None
             os.read(WAKE[0], 4096)
@@ -336,7 +343,7 @@ def main():
     if secret_fd is not None:
         os.close(secret_fd)
     status.write(b"S")  # started: from now on a missing report means the supervisor was killed
-    report = supervise(pid, cfg["watchdog_fd"])
+    report = supervise(pid, cfg["watchdog_fd"], time.monotonic() + cfg["timeout_s"] + 10)
     if not cfg["isolate"]:
         try:
             os.killpg(pid, signal.SIGKILL)  # what the program left running in its group

@@ -454,6 +454,27 @@ def test_auto_isolation_refuses_to_run_code_unisolated(tmp_path):
     assert allowed.returncode == 0 and witness.exists() and json.loads(allowed.stdout)["isolation"] == "none"
 
 
+def test_synth_solve_refuses_to_run_code_unisolated(tmp_path):
+    """`isolation: auto` is synth.solve's default: without namespaces a code item stops the run with
+    the same one line, before any model-written code runs."""
+    from assay.pipeline.dataset import write_table
+    from assay.pipeline.schema import make_docs
+    from assay.synth.llm.scripted import ScriptedServer
+
+    witness = tmp_path / "ran"
+    items = write_table(make_docs([{"text": "Write add(a, b).", "source": "t", "meta": {
+        "question": "Write add(a, b).", "tests": "from solution import add\nassert add(2, 3) == 5\n"}}]), tmp_path / "items")
+    answer = f"```python\nopen({str(witness)!r}, 'w').close()\ndef add(a, b):\n    return a + b\n```"
+    with ScriptedServer(lambda request: answer) as server:
+        done = subprocess.run([sys.executable, "-m", "assay.pipeline.cli", "synth", "solve", str(tmp_path / "items"),
+                               str(tmp_path / "out"), "--url", server.url, "--model", "scripted", "--candidates", "1",
+                               "--cache-dir", str(tmp_path / "cache")],
+                              env=dict(os.environ, PATH=str(tmp_path)), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and not witness.exists(), done.stderr[-2000:]
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error:") and "isolation: none" in line
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can run these tests as another user")
 def test_the_sandbox_tests_pass_for_a_non_root_caller(tmp_path):
     """This file again, as `nobody`: a non-root caller takes the user-namespace path, where the
