@@ -22,7 +22,9 @@ process and is used through a reference. So:
   ptrace is refused by the sandbox's seccomp filter, and the tests file is deleted once read.
 
 Callables the tests hand to the solution (a key function, a callback) stay in the tests' process and
-are called there on the solution's behalf; nothing else of the tests' process can be reached. Lists,
+are called there on the solution's behalf; nothing else of the tests' process can be reached. The
+tests run as the main module (`unittest.main()` finds its cases), and the zero-argument `test*`
+functions a file defines are called after it ran (pytest-style files). Lists,
 dicts, sets and bytearrays the tests pass are copied, and their new contents copied back after the
 call (in-place functions work). What does not carry over: `isinstance(x, int)` for a value that is a
 solution object, catching a solution-defined exception class (it arrives as its nearest builtin base),
@@ -69,13 +71,13 @@ class Channel:
             raise ValueError("value nested too deeply to pass")
         if isinstance(x, Remote) and x._channel is self:
             return {MARK: "ref", "side": "t" if self.side == "s" else "s", "id": x._id}
-        if x is None or isinstance(x, (bool, int, float, str)) and type(x) in (bool, int, float, str):
+        if x is None or type(x) in (bool, float, str) or type(x) is int and x.bit_length() < 3000:
             return x
         sub = lambda v: self.encode(v, depth + 1)  # noqa: E731
         if isinstance(x, bool):
             return bool(x)
-        if isinstance(x, int):
-            return int(x)
+        if isinstance(x, int):  # huge ints in hex: decimal conversion is capped at 4,300 digits
+            return int(x) if x.bit_length() < 3000 else {MARK: "int", "v": hex(x)}
         if isinstance(x, float):
             return float(x)
         if isinstance(x, str):
@@ -117,6 +119,8 @@ class Channel:
             return (set if kind == "set" else frozenset)(self.decode(i) for i in v)
         if kind == "dict":
             return {self.decode(k): self.decode(val) for k, val in v}
+        if kind == "int":
+            return int(v, 16)
         if kind == "complex":
             return complex(float(v[0]), float(v[1]))
         if kind in ("bytes", "bytearray"):
@@ -479,8 +483,17 @@ def run_tests(tests_file: str, module: str) -> None:
     os.close(from_solution)
     channel = Channel(to_tests, from_tests, "t", _serve_tests)
     sys.modules[module] = _Module(module, channel.request("import", module)[0])
+    main = type(sys)("__main__")  # the tests are the main module: unittest.main() looks for its cases there
+    main.__file__ = tests_file
+    sys.modules["__main__"] = main
+    sys.argv = [tests_file]  # as if run as `python test_solution.py` (unittest.main() reads it)
     try:
-        exec(code, {"__name__": "__main__", "__file__": tests_file, "__builtins__": builtins})
+        exec(code, main.__dict__)
+        # pytest-style files only define test_* functions: call them, or a file of them would pass anything
+        for name, fn in list(main.__dict__.items()):
+            if name.startswith("test") and type(fn) is type(run_tests) and fn.__code__.co_filename == tests_file \
+                    and fn.__code__.co_argcount == 0:
+                fn()
     except SystemExit as exc:  # the tests' own sys.exit (unittest.main ends with one)
         if exc.code not in (None, 0):
             raise

@@ -82,6 +82,8 @@ def pair():
     return Pair(1, 2)
 def tally(words):
     return {w: words.count(w) for w in set(words)}
+def power(base, exponent):
+    return base ** exponent
 """
 RICH_TESTS = """
 import solution
@@ -110,6 +112,7 @@ assert isinstance(Point(0, 0), solution.Point)
 assert pair() == (1, 2) and pair().y == 2
 assert tally(["a", "b", "a"]) == {"a": 2, "b": 1}
 assert sum(parse(str(i)) for i in range(300)) == sum(range(300))
+assert power(7, 5000) == 7 ** 5000 and power(2 ** 4000, 2) == 2 ** 8000
 print("rich tests passed")
 """
 
@@ -120,6 +123,20 @@ def test_the_harness_runs_ordinary_tests_against_classes_generators_and_callback
     result = _tests(RICH_SOLUTION, RICH_TESTS)
     assert result.verdict == "ok", result.stderr_tail
     assert result.stdout_tail == "rich tests passed\n"  # the run's secret is taken out of what is shown
+
+
+UNITTEST = ("import unittest\nfrom solution import add\n\nclass AddTest(unittest.TestCase):\n"
+            "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\nunittest.main()\n")
+PYTEST = "from solution import add\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+
+
+@pytest.mark.parametrize("style", ["unittest", "pytest"])
+def test_tests_in_unittest_and_pytest_style_run(style):
+    """unittest.main() finds its cases (the tests are the main module); a file of test_* functions
+    has them called: a wrong solution fails both, where a plain run of such a file passes anything."""
+    tests = UNITTEST if style == "unittest" else PYTEST
+    assert _tests(SOLUTION, tests).verdict == "ok"
+    assert _tests(WRONG, tests).verdict == "failed"
 
 
 def test_infinite_loop_is_stopped():
