@@ -259,71 +259,15 @@ class Remote:
             _refill(args[int(index)], self._channel.decode(new))
         return value
 
-    def __repr__(self):
-        return self._do("repr")
-
-    def __str__(self):
-        return self._do("str")
-
-    def __format__(self, spec):
-        return self._do("format", spec)
-
-    def __bool__(self):
-        return self._do("bool")
-
-    def __len__(self):
-        return self._do("len")
-
-    def __hash__(self):
-        return self._do("hash")
-
-    def __iter__(self):
-        return self._do("iter")
-
-    def __next__(self):
-        return self._do("next")
-
-    def __reversed__(self):
-        return self._do("reversed")
-
-    def __contains__(self, item):
-        return self._do("contains", item)
-
-    def __getitem__(self, key):
-        return self._do("getitem", key)
-
-    def __setitem__(self, key, value):
-        self._do("setitem", key, value)
-
-    def __delitem__(self, key):
-        self._do("delitem", key)
-
-    def __enter__(self):
-        return self._do("enter")
-
     def __exit__(self, *exc):
         return self._do("exit", *(None if e is None else repr(e) for e in exc))
 
-    def __instancecheck__(self, obj):
-        return self._do("isinstance", obj)
-
-    def __subclasscheck__(self, cls):
-        return self._do("issubclass", cls)
-
-    def __dir__(self):
-        return self._do("dir")
-
-    def __index__(self):
-        return self._do("index")
-
-    def __int__(self):
-        return self._do("int")
-
-    def __float__(self):
-        return self._do("float")
-
     def __reduce__(self):
         raise TypeError("objects of the solution's process cannot be pickled")
+
+
+def _forward(op):
+    return lambda self, *args: self._do(op, *args)
 
 
 def _compare(name):
@@ -338,10 +282,6 @@ def _binary(name, reflected=False):
     return method
 
 
-def _unary(name):
-    return lambda self: self._do(name)
-
-
 _BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and", "or", "xor",
            "matmul")
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
@@ -349,10 +289,12 @@ for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
 for _name in _BINARY:
     setattr(Remote, f"__{_name}__", _binary(_name))
     setattr(Remote, f"__r{_name}__", _binary(_name, reflected=True))
-for _name in ("neg", "pos", "abs", "invert"):
-    setattr(Remote, f"__{_name}__", _unary(_name))
-setattr(Remote, "__divmod__", _binary("divmod"))
-setattr(Remote, "__round__", lambda self, n=None: self._do("round", n))
+for _name in ("repr", "str", "format", "bool", "len", "hash", "iter", "next", "reversed", "contains", "getitem",
+              "setitem", "delitem", "enter", "dir", "index", "int", "float", "round", "divmod", "neg", "pos", "abs",
+              "invert"):
+    setattr(Remote, f"__{_name}__", _forward(_name))
+Remote.__instancecheck__ = _forward("isinstance")
+Remote.__subclasscheck__ = _forward("issubclass")
 
 
 class Callback(Remote):
