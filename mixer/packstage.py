@@ -63,7 +63,7 @@ class Pack(GlobalStage):
     Params = PackParams
     output_kind = "tokens"
     cardinality = "many_to_many"
-    path_params = ("tokenizer",)
+    reads = {"tokenizer": "file"}
     version = "1"
 
     def output_schema(self, input_schemas=()) -> pa.Schema:

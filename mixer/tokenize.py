@@ -67,7 +67,7 @@ class Tokenize(MapStage):
 
     Params = TokenizeParams
     output_kind = "tokens"
-    path_params = ("tokenizer",)
+    reads = {"tokenizer": "file"}
     requires = ("tokenizers",)
     holds_model = True
     version = "1"

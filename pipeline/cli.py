@@ -63,6 +63,7 @@ def run(
     spark_master: Optional[str] = typer.Option(None, "--spark-master", help="e.g. spark://127.0.0.1:7077"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="e.g. 127.0.0.1:6379"),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html into the workdir"),
+    force: bool = typer.Option(False, "--force", help="Take over a workdir that another recipe's runs are in"),
 ) -> None:
     """Run a pipeline recipe as a DAG; unchanged stages are skipped, killed ones resume.
 
@@ -82,7 +83,7 @@ def run(
     root = Path(workdir or parsed.workdir)
     typer.echo(f"assay: running {parsed.name} ({recipe}) into {root} on {engine or parsed.engine}")
     run_recipe(parsed, workdir=root, engine=engine, options=_engine_options(workers, spark_master, ray_address),
-               start=start, until=until, progress=sys.stderr.isatty(), log=typer.echo)
+               start=start, until=until, progress=sys.stderr.isatty(), log=typer.echo, replace=force)
     if report:
         from .report import write_report
 

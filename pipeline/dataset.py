@@ -5,17 +5,20 @@ Layout of a dataset directory::
     part-00000.parquet ...        kept rows, one file per shard (task)
     _rejects/part-00000.parquet   rows a stage rejected, with reject_stage / reject_reason / reject_detail
     _shards/part-00000.json       per-shard commit marker with that shard's counts (resume unit)
-    _run.json                     fingerprint of the run that is filling this directory
+    _lease.json                   the writer filling this directory: fingerprint, host, pid, heartbeat
     _manifest.json                written last: the dataset is complete once it exists
 
-Every file is written under a temporary name and renamed into place, so a killed run leaves either a
-whole shard or none of it.
+Every file is written under a temporary name (host, pid and a random part: retries on two hosts over
+shared storage never collide), flushed to disk, and renamed into place, and the folder is flushed
+after the rename, so a killed run or a crashed host leaves either a whole shard or none of it. One
+writer at a time holds an output (its lease); a second is refused with one line.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -29,7 +32,8 @@ from .errors import UserError
 from .schema import PARENT_ID, PARENT_IDS, REJECT_DETAIL, REJECT_REASON, REJECT_STAGE, conform, text_bytes
 
 MANIFEST = "_manifest.json"
-RUN_FILE = "_run.json"
+LEASE = "_lease.json"
+RUN_FILE = "_run.json"  # a workdir's run log (runner.py); inside a dataset only in folders older Assays wrote
 REJECTS_DIR = "_rejects"
 SHARDS_DIR = "_shards"
 ROW_GROUP_ROWS = 20_000
@@ -46,23 +50,64 @@ def shard_name(index: int) -> str:
     return f"part-{index:05d}.parquet"
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def temp_tag() -> str:
+    """The suffix of a temporary file: unique across hosts, processes and attempts."""
+    import secrets
+    import socket
+
+    host = "".join(c if c.isalnum() or c == "-" else "_" for c in socket.gethostname())[:32] or "host"
+    return f".tmp-{host}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+# Durability: data and folders are flushed before a commit becomes visible, so a commit survives a
+# host crash, not only a killed process. ASSAY_FSYNC=0 turns it off (scratch runs on slow disks).
+FSYNC = os.environ.get("ASSAY_FSYNC", "1") != "0"
+
+
+def fsync_file(path: Path) -> None:
+    if FSYNC:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    if FSYNC:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass  # some file systems cannot flush a folder; the data itself was flushed
+        finally:
+            os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` under a temporary name, flush it, rename it into place, flush the folder."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
+    tmp = path.with_name(f".{path.name}{temp_tag()}")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        if FSYNC:
+            os.fsync(handle.fileno())
     os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
 
 
 def add_bins(total: list[int] | None, counts: list[int]) -> list[int]:
     """Histogram counts added bin by bin (None: nothing yet)."""
     return list(counts) if total is None else [a + b for a, b in zip(total, counts)]
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -172,7 +217,17 @@ class Dataset:
 
     @property
     def complete(self) -> bool:
-        return (self.path / MANIFEST).exists()
+        """Its manifest exists and it holds its own rows (a fused chain's middle stage does not)."""
+        manifest = self.manifest
+        return manifest is not None and not manifest.get("fused_into")
+
+    def incomplete_reason(self) -> str:
+        """Why this is not a complete dataset, in words (for one-line errors)."""
+        manifest = self.manifest
+        if manifest is not None and manifest.get("fused_into"):
+            return (f"{self.path} holds no rows of its own: its stage ran fused with the next into "
+                    f"{manifest['fused_into']}; give it a consumer in the recipe (or `fuse: false`) and run again")
+        return f"{self.path} is not a complete dataset (no {MANIFEST})"
 
     def shards(self) -> list[Path]:
         return sorted(self.path.glob("part-*.parquet"))
@@ -216,7 +271,7 @@ class ShardFiles:
     def __init__(self, root: Path, index: int):
         self.root = Path(root)
         self.index = index
-        self._tag = f".tmp-{os.getpid()}"
+        self._tag = temp_tag()
         self._pending: list[tuple[Path, Path]] = []  # (temp, final)
         self._handles: list[Any] = []
         self.stats: dict[str, Any] | None = None
@@ -238,8 +293,12 @@ class ShardFiles:
     def commit(self, counts: Counts, extra: dict[str, Any] | None = None) -> None:
         for handle in self._handles:
             handle.close()
+        for tmp, _ in self._pending:
+            fsync_file(tmp)
         for tmp, final in self._pending:
             os.replace(tmp, final)
+        for folder in {final.parent for _, final in self._pending}:
+            fsync_dir(folder)
         marker = dict(counts.to_json(), **(extra or {}))
         if self.stats:
             marker["stats"] = self.stats
@@ -279,18 +338,18 @@ class ShardWriter:
         name = shard_name(index)
         self._name = name
         self.reject_schema = _reject_schema(schema)
-        self._input_ids: set[str] | None = None
+        self._input_ids: Counter | None = None  # a multiset: identical rows may share an id
         self.examples: dict[str, list[dict[str, Any]]] = {}  # a few rejected rows per reason, for reports
         self.sources: dict[str, dict[str, Any]] = {}  # rows out / rejected per `source`, kept lengths
         self._parents: set[str] = set()
-        self._rejected_ids: set[str] = set()
+        self._rejected_ids: Counter = Counter()
         # Small batches (one file's document) are gathered into row groups of a useful size: one
         # Parquet write per page would cost more than the page's own bookkeeping.
         self._pending: list[pa.Table] = []
         self._pending_rows = self._pending_bytes = 0
         if cardinality != "one_to_one":
             self.counts.rows_parent = 0
-            self._input_ids = set()
+            self._input_ids = Counter()
 
     def add_input(self, rows: int, nbytes: int) -> None:
         self.counts.rows_in += rows
@@ -393,9 +452,15 @@ class ShardWriter:
                 slot["lengths"] = add_bins(slot.get("lengths"), row)
 
     def check_ledger(self) -> None:
-        if self._input_ids is not None:
-            lost = self._input_ids - self._parents - self._rejected_ids
-            self.counts.rows_parent = len(self._input_ids & self._parents)
+        if self._input_ids is not None:  # compared as multisets: n rows of one id need n fates
+            parents, lost = 0, []
+            for row_id, n in self._input_ids.items():
+                rejected = min(n, self._rejected_ids.get(row_id, 0))
+                if row_id in self._parents:
+                    parents += n - rejected
+                elif rejected < n:
+                    lost.append(row_id)
+            self.counts.rows_parent = parents
             if lost:
                 raise LedgerError(f"stage {self.stage_id!r} shard {self.index}: {len(lost)} input row(s) neither "
                                   f"rejected nor the parent of an output row, e.g. id {sorted(lost)[0]!r}")
@@ -461,24 +526,34 @@ class OutputRefused(UserError):
     """An output path Assay may not write: printed as one line, nothing touched."""
 
 
+class OutputBusy(OutputRefused):
+    """Another live run holds the output's lease."""
+
+
 # Names Assay writes inside a dataset directory (shards of every output kind, markers, manifests).
-_OWNED_NAMES = {MANIFEST, RUN_FILE, REJECTS_DIR, SHARDS_DIR, "_scratch", "_artifacts", "_fit", "_side"}
+_OWNED_NAMES = {MANIFEST, LEASE, RUN_FILE, REJECTS_DIR, SHARDS_DIR, "_scratch", "_artifacts", "_fit", "_side"}
 
 
-def _owned(entry: Path) -> bool:
+def _owned(entry: Path, extra: set[str] = frozenset()) -> bool:
     name = entry.name
-    if name in _OWNED_NAMES or name.startswith("part-"):
+    if name in _OWNED_NAMES or name in extra or name.startswith("part-"):
         return True
     return name.startswith(".") and ".tmp-" in name  # our temporary files
 
 
-def is_assay_dataset(root: Path) -> bool:
-    """A complete dataset (its manifest) or a partial one (its run file) written by Assay."""
-    for name in (MANIFEST, RUN_FILE):
+def _record(root: Path) -> dict[str, Any] | None:
+    """What says this folder is Assay's: its manifest, else its lease (a run filling it, or killed
+    while filling it), else the run file older Assays wrote."""
+    for name in (MANIFEST, LEASE, RUN_FILE):
         data = read_json_safe(root / name)
         if isinstance(data, dict) and "fingerprint" in data:
-            return True
-    return False
+            return data
+    return None
+
+
+def is_assay_dataset(root: Path) -> bool:
+    """A complete dataset (its manifest) or a partial one (its lease) written by Assay."""
+    return _record(Path(root)) is not None
 
 
 def read_json_safe(path: Path) -> Any:
@@ -499,39 +574,214 @@ def check_output(root: Path) -> None:
     entries = list(root.iterdir())
     if not entries:
         return
-    if not is_assay_dataset(root):
+    record = _record(root)
+    if record is None:
         raise OutputRefused(f"{root}: exists, is not empty and is not an Assay dataset; refusing to touch it "
                             "(choose a new output path)")
-    foreign = sorted(e.name for e in entries if not _owned(e))
+    extra = set(record.get("owns", ()))
+    foreign = sorted(e.name for e in entries if not _owned(e, extra))
     if foreign:
         raise OutputRefused(f"{root}: holds files Assay did not write ({', '.join(foreign[:3])}"
                             f"{', ...' if len(foreign) > 3 else ''}); refusing to touch it")
 
 
-def clear_dataset(root: Path) -> None:
+def clear_dataset(root: Path, keep: tuple[str, ...] = ()) -> None:
     """Remove an Assay dataset's own files (after check_output said they are all ours)."""
     check_output(root)
     for entry in Path(root).iterdir():
+        if entry.name in keep:
+            continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
         else:
             entry.unlink()
 
 
-def prepare_output(root: Path, fingerprint: str) -> None:
-    """Make `root` ready for a run with this fingerprint: keep its shards if they came from the same
-    run (resume), clear it if they came from a different one, and drop stale temp files. Refuses
-    (OutputRefused) any path that holds something Assay did not write."""
+def producer_of(root: Path) -> dict[str, Any] | None:
+    """Who made the dataset at `root` (stage, stage id, owning recipe, params digest), if it says."""
+    record = _record(Path(root))
+    return record.get("producer") if record else None
+
+
+def check_replace(root: Path, producer: dict[str, Any], force: bool) -> None:
+    """Refuse to replace a dataset another stage, another recipe or other params made, unless forced.
+
+    A recipe owns its stage folders (an edited recipe re-runs them); a stage run on its own may redo
+    its own output (code, files or upstream changed; or resume) but not another command's."""
+    old = producer_of(root)
+    if force or not old:
+        return
+    complete = read_json_safe(Path(root) / MANIFEST) is not None  # else the partial output of a failed run
+    same_owner = old.get("owner") == producer.get("owner")
+    same = same_owner and (producer.get("owner") is not None or (
+        old.get("stage") == producer.get("stage") and (old.get("params") == producer.get("params") or not complete)))
+    if not same:
+        raise OutputRefused(f"{root}: holds {_describe(old)}; this run would replace it with {_describe(producer)} "
+                            "(pass --force to replace it, or choose another output)")
+
+
+def _describe(producer: dict[str, Any]) -> str:
+    owner = f" of {producer['owner']}" if producer.get("owner") else ""
+    return f"the output of {producer.get('stage', '?')}{owner}" + ("" if producer.get("owner") else " with other params")
+
+
+def prepare_output(root: Path, fingerprint: str, previous: str | None = None) -> None:
+    """Make `root` ready for a run with this fingerprint: keep its shards if the run that left them
+    had the same fingerprint (`previous`: resume), clear them otherwise, and drop stale temp files.
+    Refuses (OutputRefused) any path that holds something Assay did not write. The caller holds the
+    output's lease."""
     root = Path(root)
     check_output(root)
-    run = read_json_safe(root / RUN_FILE)
-    if root.exists() and not (isinstance(run, dict) and run.get("fingerprint") == fingerprint):
-        clear_dataset(root)
+    if root.exists() and previous != fingerprint:
+        clear_dataset(root, keep=(LEASE,))
     root.mkdir(parents=True, exist_ok=True)
     (root / MANIFEST).unlink(missing_ok=True)
+    (root / RUN_FILE).unlink(missing_ok=True)
     for tmp in [p for p in root.rglob(".*.tmp-*") if p.is_file()]:
         tmp.unlink(missing_ok=True)
-    atomic_write_text(root / RUN_FILE, json.dumps({"fingerprint": fingerprint, "assay": "dataset"}))
+
+
+class Lease:
+    """One writer at a time per output: `_lease.json` names the run filling the folder (fingerprint,
+    producer, host, pid and the pid's start time, heartbeat). A second writer sees a live lease and is
+    refused with one line; a stale one (its pid dead on this host, or its heartbeat older than
+    `ttl` seconds from another host) is taken over. A killed run's lease stays behind and says which
+    fingerprint its shards belong to, so a rerun with the same fingerprint resumes them.
+
+    Taking a lease is exclusive on one file system: a new lease is created with O_EXCL, and a stale
+    one is first renamed aside (only one of two racing writers can rename it)."""
+
+    HEARTBEAT_S = float(os.environ.get("ASSAY_LEASE_HEARTBEAT_S", "10"))
+    TTL_S = float(os.environ.get("ASSAY_LEASE_TTL_S", "60"))
+
+    def __init__(self, root: Path, fingerprint: str, producer: dict[str, Any] | None = None,
+                 owns: tuple[str, ...] = ()):
+        import secrets
+        import socket
+
+        self.root = Path(root)
+        self.path = self.root / LEASE
+        self.record = {"fingerprint": fingerprint, "producer": producer or {}, "owns": list(owns),
+                       "host": socket.gethostname(), "pid": os.getpid(), "pid_start": _pid_start(os.getpid()),
+                       "token": secrets.token_hex(8), "started": _now(), "heartbeat": _now()}
+        self.previous: dict[str, Any] | None = None  # the stale lease taken over, if any
+        self._stop = None
+        self._thread = None
+
+    @classmethod
+    def check_free(cls, root: Path) -> None:
+        """Refuse (OutputBusy) when a live run holds `root`; acquire() checks again, atomically."""
+        current = read_json_safe(Path(root) / LEASE)
+        if isinstance(current, dict) and _alive(current, cls.TTL_S):
+            raise OutputBusy(f"{root}: another Assay run is writing it (host {current.get('host')}, "
+                             f"pid {current.get('pid')}, since {current.get('started')}); wait for it to "
+                             "finish or stop it")
+
+    def acquire(self) -> "Lease":
+        self.root.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            current = read_json_safe(self.path)
+            if self.path.exists() and current is None:
+                current = {}  # unreadable (a torn write of a killed Assay): stale
+            if current is not None:
+                self.check_free(self.root)
+                aside = self.root / f".{LEASE}.stale{temp_tag()}"
+                try:
+                    os.rename(self.path, aside)
+                except FileNotFoundError:
+                    continue  # someone else took it over first: look again
+                aside.unlink(missing_ok=True)
+                self.previous = current or None
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "w") as handle:
+                handle.write(json.dumps(self.record))
+                handle.flush()
+                if FSYNC:
+                    os.fsync(handle.fileno())
+            fsync_dir(self.root)
+            self._start_heartbeat()
+            return self
+        raise OutputBusy(f"{self.root}: other Assay runs keep taking it; try again")
+
+    def previous_fingerprint(self) -> str | None:
+        """The fingerprint whose shards the folder holds, if a killed run left them."""
+        if self.previous and self.previous.get("fingerprint"):
+            return self.previous["fingerprint"]
+        legacy = read_json_safe(self.root / RUN_FILE)  # a partial dataset an older Assay left
+        return legacy.get("fingerprint") if isinstance(legacy, dict) and "fingerprint" in legacy else None
+
+    def ours(self) -> bool:
+        current = read_json_safe(self.path)
+        return isinstance(current, dict) and current.get("token") == self.record["token"]
+
+    def _start_heartbeat(self) -> None:
+        import threading
+
+        self._stop = threading.Event()
+
+        def beat() -> None:
+            while not self._stop.wait(self.HEARTBEAT_S):
+                if not self.ours():
+                    return
+                self.record["heartbeat"] = _now()
+                try:
+                    atomic_write_text(self.path, json.dumps(self.record))
+                except OSError:
+                    pass
+
+        self._thread = threading.Thread(target=beat, name="assay-lease", daemon=True)
+        self._thread.start()
+
+    def release(self, finished: bool = True) -> None:
+        """Give the output up: a finished run removes its lease (the manifest now speaks for the folder);
+        a failed one leaves it marked released, still naming the fingerprint of the shards it left."""
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join(timeout=5)
+            self._stop = None
+        if self.ours():
+            if finished:
+                self.path.unlink(missing_ok=True)
+            else:
+                atomic_write_text(self.path, json.dumps(dict(self.record, released=True)))
+
+    def __enter__(self) -> "Lease":
+        return self.acquire()
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self.release(finished=exc_type is None)
+
+
+def _now() -> float:
+    import time
+
+    return round(time.time(), 3)
+
+
+def _pid_start(pid: int) -> float | None:
+    """When a process started (so a reused pid is not taken for the lease's writer)."""
+    try:
+        import psutil
+
+        return round(psutil.Process(pid).create_time(), 2)
+    except Exception:  # noqa: BLE001 - no such process, or no psutil: unknown
+        return None
+
+
+def _alive(lease: dict[str, Any], ttl: float) -> bool:
+    import socket
+    import time
+
+    if lease.get("released"):
+        return False
+    if lease.get("host") == socket.gethostname() and lease.get("pid"):
+        started = _pid_start(int(lease["pid"]))
+        return started is not None and (lease.get("pid_start") is None or abs(started - lease["pid_start"]) < 1)
+    beat = lease.get("heartbeat")
+    return isinstance(beat, (int, float)) and time.time() - beat < ttl
 
 
 def finalize(root: Path, manifest: dict[str, Any], shard_count: int) -> dict[str, Any]:
@@ -595,9 +845,7 @@ def write_artifact(root: Path, name: str, data: bytes | str | Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if not isinstance(data, (bytes, str)):
         data = json.dumps(data, indent=1, sort_keys=True, default=_json_default)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, data.encode() if isinstance(data, str) else data)
     return path
 
 
@@ -630,14 +878,16 @@ def write_table(table: pa.Table, root: str | os.PathLike, shards: int = 1, stage
             stream.write_batch(batch)
         digest.update(sink.getvalue().to_pybytes())
     fingerprint = f"{stage_id}-{shards}-{digest.hexdigest()[:24]}"
-    prepare_output(root, fingerprint)
-    step = -(-table.num_rows // shards) if table.num_rows else 0
-    for i in range(shards):
-        part = table.slice(i * step, step) if step else table.slice(0, 0)
-        writer = ShardWriter(root, i, table.schema, stage_id)
-        writer.add_input(part.num_rows, text_bytes(part))
-        writer.write(part)
-        writer.commit()
-    finalize(root, {"stage": stage_id, "stage_id": stage_id, "fingerprint": fingerprint, "kind": "input",
-                    "engine": "none", "wall_seconds": 0}, shards)
+    check_output(root)
+    with Lease(root, fingerprint) as lease:
+        prepare_output(root, fingerprint, lease.previous_fingerprint())
+        step = -(-table.num_rows // shards) if table.num_rows else 0
+        for i in range(shards):
+            part = table.slice(i * step, step) if step else table.slice(0, 0)
+            writer = ShardWriter(root, i, table.schema, stage_id)
+            writer.add_input(part.num_rows, text_bytes(part))
+            writer.write(part)
+            writer.commit()
+        finalize(root, {"stage": stage_id, "stage_id": stage_id, "fingerprint": fingerprint, "kind": "input",
+                        "engine": "none", "wall_seconds": 0}, shards)
     return root

@@ -31,7 +31,7 @@ from pydantic import Field
 
 from .io import (ExpansionLimit, NotAFile, check_regular_file, iter_lines, open_binary, seek_line_start,
                  strip_compression_suffix)
-from .schema import CONTENT_TYPES, DOC_SCHEMA, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta
+from .schema import CONTENT_TYPES, DOC_SCHEMA, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta, row_id
 from .stage import Params, SourceStage, register
 
 REJECT_SNIPPET_CHARS = 2_000
@@ -115,14 +115,22 @@ class DocBuffer:
     (`replaced_surrogates`: field -> count), so a row can always be written.
     """
 
-    def __init__(self, source: str, flush_rows: int = 5_000):
+    def __init__(self, source: str, flush_rows: int = 5_000, origin: str | None = None):
         self.source = valid_utf8(source)[0]  # it comes from file names, which need not be UTF-8
         self.flush_rows = flush_rows
         self.rows: list[dict[str, Any]] = []
+        # A reader that enters files mid-way names each record's position (a line number): the id is
+        # then (origin, position), the same however the file was split into tasks.
+        self.origin = origin
+
+    def _id(self, position: Any, text: str | None, source: str | None, url: str | None) -> str:
+        if self.origin is not None and position is not None:
+            return row_id(self.origin, position)
+        return doc_id(text, source, url)  # replaced by the source stage's (file, ordinal) id
 
     def add(self, text: str, *, url: str | None = None, content_type: str | None = None,
             lang: str | None = None, domain: str | None = None, meta: dict | None = None,
-            source: str | None = None) -> None:
+            source: str | None = None, position: Any = None) -> None:
         if not isinstance(text, str):
             raise Reject("wrong_type", f"text is {type(text).__name__}, expected a string")
         meta = dict(meta or {})
@@ -145,17 +153,19 @@ class DocBuffer:
             replaced["meta"] = count
         if replaced:
             meta_json = dumps_meta(dict(json.loads(meta_json), replaced_surrogates=replaced))
-        self.rows.append(dict(fields, id=doc_id(fields["text"], fields["source"], fields["url"]),
+        self.rows.append(dict(fields, id=self._id(position, fields["text"], fields["source"], fields["url"]),
                               meta=meta_json, **{REJECT_REASON: None, REJECT_DETAIL: None}))
 
-    def reject(self, reason: str, detail: str, *, raw: str | bytes = "", where: str = "", meta: dict | None = None) -> None:
+    def reject(self, reason: str, detail: str, *, raw: str | bytes = "", where: str = "", meta: dict | None = None,
+               position: Any = None) -> None:
         if isinstance(raw, bytes):
             raw = raw[:REJECT_SNIPPET_CHARS * 4].decode("utf-8", "replace")
         snippet = valid_utf8(raw[:REJECT_SNIPPET_CHARS])[0]
         where = valid_utf8(where)[0]
         meta_json = valid_utf8(dumps_meta(dict(meta or {}, location=where)))[0]
         self.rows.append({
-            "id": doc_id(snippet, self.source, where), "text": snippet, "source": self.source,
+            "id": self._id(position if position is not None else where, snippet, self.source, where),
+            "text": snippet, "source": self.source,
             "content_type": None, "url": None, "lang": None, "domain": None,
             "meta": meta_json, REJECT_REASON: reason, REJECT_DETAIL: valid_utf8(detail)[0],
         })
@@ -289,7 +299,7 @@ class ReadJsonl(FileReader):
 
     def read_file(self, path: str, byte_range: tuple[int, int] | None = None) -> Iterator[pa.Table]:
         p = self.params
-        buf = DocBuffer(self.source_for(path))
+        buf = DocBuffer(self.source_for(path), origin=path)  # ids from line numbers: the same split or whole
         lineno = 0
         with buf.guard(lambda: f"{path} after line {lineno}", "corrupt_file"):
             with open_binary(path, max_expansion=p.max_expansion) as fh:
@@ -299,15 +309,16 @@ class ReadJsonl(FileReader):
                 for lineno, raw, size in lines:
                     where = f"{path}:{lineno}"
                     if raw is None:
-                        buf.reject("too_large", f"{size} bytes > max_doc_bytes={p.max_doc_bytes}", where=where)
+                        buf.reject("too_large", f"{size} bytes > max_doc_bytes={p.max_doc_bytes}", where=where,
+                                   position=lineno)
                     else:
                         with buf.guard(where, "bad_json", raw=raw):
-                            self._add_line(buf, raw, lineno == 1)
+                            self._add_line(buf, raw, lineno == 1, lineno)
                     if buf.full():
                         yield buf.take()
         yield buf.take()
 
-    def _add_line(self, buf: DocBuffer, raw: bytes, first: bool) -> None:
+    def _add_line(self, buf: DocBuffer, raw: bytes, first: bool, lineno: int) -> None:
         p = self.params
         record = _JSON.decode(raw.decode("utf-8-sig" if first else "utf-8"))
         if not isinstance(record, dict):
@@ -319,7 +330,7 @@ class ReadJsonl(FileReader):
             raise Reject("wrong_type", f"field {p.text_field!r} is {type(text).__name__}, expected a string")
         url = record.pop(p.url_field, None) if p.url_field else None
         lang = record.pop(p.lang_field, None) if p.lang_field else None
-        buf.add(text, url=url, content_type=p.content_type, lang=lang, meta=record)
+        buf.add(text, url=url, content_type=p.content_type, lang=lang, meta=record, position=lineno)
 
 
 # ---- one document per file ------------------------------------------------------------------------------
@@ -343,7 +354,7 @@ class ReadTextFiles(FileReader):
 
     Params = TextFilesParams
     files_per_task = 256
-    path_params = ("paths", "root")
+    reads = {"paths": "file", "root": "place"}  # root only names paths in meta
 
     def source_for(self, path: str) -> str:
         first = self.params.paths[0] if self.params.paths else ""

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import __version__
-from .dataset import (Dataset, OutputRefused, atomic_write_text, check_output, clear_dataset, done_shards, finalize,
-                      prepare_output)
+from .dataset import (Dataset, Lease, OutputRefused, atomic_write_text, check_output, check_replace, done_shards,
+                      finalize, prepare_output)
+from .identity import fingerprint_of, why
 from .engines import Engine, EngineOptions, get_engine
 from .errors import UserError
 from .stage import FitApplyStage, GlobalContext, GlobalStage, SourceStage, Stage, Task
@@ -38,17 +39,26 @@ class StageResult:
     skipped: bool
 
 
+def identity(stage: Stage, inputs: Sequence[Dataset], input_fingerprints: list[str] | None = None) -> dict[str, Any]:
+    """Everything the stage reads, reduced to digests (see identity.py)."""
+    from .identity import declared
+
+    return declared(stage, inputs, input_fingerprints)
+
+
 def fingerprint(stage: Stage, inputs: Sequence[Dataset], input_fingerprints: list[str] | None = None) -> str:
-    parts: dict[str, Any] = {
-        "stage": type(stage).ref(),
-        "version": stage.version,
-        "assay": __version__,
-        "params": stage.params_json(),
-        "inputs": input_fingerprints or [(ds.manifest or {}).get("fingerprint") for ds in inputs],
-    }
-    if isinstance(stage, SourceStage):  # outside files: their identity is part of the input
-        parts["files"] = stage.input_identity()
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+    from .identity import fingerprint_of
+
+    return fingerprint_of(identity(stage, inputs, input_fingerprints))
+
+
+def producer(stage: Stage, owner: str | None) -> dict[str, Any]:
+    """Who makes an output: the stage, its id, the recipe (mixture, ablation) that owns the folder, and
+    its params (a stage run on its own may not silently replace the output of other params)."""
+    from .identity import _digest_json
+
+    return {"stage": stage.name or type(stage).ref(), "stage_id": stage.stage_id, "owner": owner,
+            "params": _digest_json(stage.params_json())[:16]}
 
 
 def _as_engine(engine: Engine | str | None, options: EngineOptions | dict | None) -> Engine:
@@ -77,63 +87,73 @@ def check_paths(stage: Stage, inputs: Sequence[Dataset], out: Path) -> None:
 
 def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: str | os.PathLike,
               engine: Engine | str | None = "local", options: EngineOptions | dict | None = None,
-              force: bool = False, progress: bool = False) -> StageResult:
-    """Run `stage` over `inputs` into the output directory `out` and return its manifest."""
+              force: bool = False, progress: bool = False, owner: str | None = None,
+              replace: bool | None = None) -> StageResult:
+    """Run `stage` over `inputs` into the output directory `out` and return its manifest.
+
+    `force` runs it even when nothing it reads changed; `replace` (default: `force`) lets it replace an
+    output another stage, recipe (`owner`) or params made."""
     out = Path(out)
     datasets = [ds if isinstance(ds, Dataset) else Dataset(ds) for ds in inputs]
     for ds in datasets:
         if not ds.complete:
-            raise StageFailed(f"stage {stage.stage_id!r}: input {ds.path} is not a complete dataset (no _manifest.json)")
+            raise StageFailed(f"stage {stage.stage_id!r}: input {ds.incomplete_reason()}")
     if isinstance(stage, SourceStage) and datasets:
         raise StageFailed(f"stage {stage.stage_id!r} ({stage.name}) reads files; it takes no dataset inputs")
     if not isinstance(stage, SourceStage) and not datasets:
         raise StageFailed(f"stage {stage.stage_id!r} ({stage.name}) needs at least one input dataset")
     check_paths(stage, datasets, out)
     check_output(out)  # before anything is read or written: never touch what is not ours
-    fp = fingerprint(stage, datasets)
+    ident = identity(stage, datasets)
+    fp = fingerprint_of(ident)
     existing = Dataset(out).manifest
-    if existing and existing.get("fingerprint") == fp and not force:
+    if existing and existing.get("fingerprint") == fp and not force and not existing.get("fused_into"):
         return StageResult(stage.stage_id, out, existing, skipped=True)
-    if force and out.exists():
-        clear_dataset(out)
+    made_by = producer(stage, owner)
+    Lease.check_free(out)
+    check_replace(out, made_by, force if replace is None else replace)
     eng = _as_engine(engine, options)
     tasks = [] if isinstance(stage, GlobalStage) else stage.tasks(datasets)  # list inputs before touching `out`
-    prepare_output(out, fp)
-    started = time.time()
-    manifest = _manifest(stage, fp, [(str(ds.path), (ds.manifest or {}).get("fingerprint")) for ds in datasets], eng)
-    if isinstance(stage, SourceStage):  # the input-file manifest: which files made which shard
-        manifest["input_files"] = [dict({"shard": t.index, "files": list(t.inputs)}, **dict(t.extra)) for t in tasks]
-    schema = stage.output_schema([ds.schema for ds in datasets])
-    if isinstance(stage, GlobalStage):
-        plan = eng.name if eng.name in stage.plans() else "local"
-        if plan != eng.name:
-            warning = f"stage {stage.stage_id!r} has no {eng.name} plan; it ran the local plan on the driver"
-            manifest["fallback_warning"] = warning
-            print(f"warning: {warning}", file=sys.stderr)
-        ctx = GlobalContext(datasets, out, schema, stage.stage_id, engine=eng, workdir=out.parent)
-        stage.ensure_setup()
-        try:
-            shard_count = getattr(stage, f"run_{plan}")(ctx)
-        finally:
-            stage.close()
-        manifest["plan"] = plan
-        if ctx.extra:  # plan statistics (candidate pairs, groups, spilled bytes, ...)
-            manifest["stats"] = ctx.extra
-    else:
-        if isinstance(stage, FitApplyStage):
-            manifest["statistics"] = _fit(eng, stage, tasks, out, schema, progress)
-        shard_count = max(len(tasks), 1)
-        if not tasks:  # an empty input still yields an output with a schema
-            _commit_empty(stage, out, schema)
-        done = done_shards(out)
-        pending = [t for t in tasks if t.index not in done]
-        manifest["resumed_shards"] = len(tasks) - len(pending)
-        _run_tasks(eng, stage, pending, out, schema, progress, total=len(tasks), already=len(tasks) - len(pending))
-    manifest.update(stage.describe_output(out) if hasattr(stage, "describe_output") else {})
-    manifest["wall_seconds"] = round(time.time() - started, 3)
-    manifest["output_columns"] = schema.names
-    manifest = finalize(out, manifest, shard_count)
-    shutil.rmtree(out / "_scratch", ignore_errors=True)
+    with Lease(out, fp, made_by, owns=stage.owned_names) as lease:
+        previous = None if force else lease.previous_fingerprint()
+        prepare_output(out, fp, previous)
+        started = time.time()
+        manifest = _manifest(stage, fp, [(str(ds.path), (ds.manifest or {}).get("fingerprint")) for ds in datasets], eng)
+        manifest.update(identity=ident, producer=made_by, owns=list(stage.owned_names),
+                        ran_because="forced" if force else "resumed" if previous == fp else why(ident, (existing or {}).get("identity")))
+        if isinstance(stage, SourceStage):  # the input-file manifest: which files made which shard
+            manifest["input_files"] = [dict({"shard": t.index, "files": list(t.inputs)}, **dict(t.extra)) for t in tasks]
+        schema = stage.output_schema([ds.schema for ds in datasets])
+        if isinstance(stage, GlobalStage):
+            plan = eng.name if eng.name in stage.plans() else "local"
+            if plan != eng.name:
+                warning = f"stage {stage.stage_id!r} has no {eng.name} plan; it ran the local plan on the driver"
+                manifest["fallback_warning"] = warning
+                print(f"warning: {warning}", file=sys.stderr)
+            ctx = GlobalContext(datasets, out, schema, stage.stage_id, engine=eng, workdir=out.parent)
+            stage.ensure_setup()
+            try:
+                shard_count = getattr(stage, f"run_{plan}")(ctx)
+            finally:
+                stage.close()
+            manifest["plan"] = plan
+            if ctx.extra:  # plan statistics (candidate pairs, groups, spilled bytes, ...)
+                manifest["stats"] = ctx.extra
+        else:
+            if isinstance(stage, FitApplyStage):
+                manifest["statistics"] = _fit(eng, stage, tasks, out, schema, progress)
+            shard_count = max(len(tasks), 1)
+            if not tasks:  # an empty input still yields an output with a schema
+                _commit_empty(stage, out, schema)
+            done = done_shards(out)
+            pending = [t for t in tasks if t.index not in done]
+            manifest["resumed_shards"] = len(tasks) - len(pending)
+            _run_tasks(eng, stage, pending, out, schema, progress, total=len(tasks), already=len(tasks) - len(pending))
+        manifest.update(stage.describe_output(out) if hasattr(stage, "describe_output") else {})
+        manifest["wall_seconds"] = round(time.time() - started, 3)
+        manifest["output_columns"] = schema.names
+        manifest = finalize(out, manifest, shard_count)
+        shutil.rmtree(out / "_scratch", ignore_errors=True)
     return StageResult(stage.stage_id, out, manifest, skipped=False)
 
 
@@ -156,9 +176,13 @@ def _manifest(stage: Stage, fp: str, inputs: list[tuple[str, str | None]], eng: 
 
 def run_fused(stages: Sequence[Stage], inputs: Sequence[Dataset | str | os.PathLike], outs: Sequence[str | os.PathLike],
               engine: Engine | str | None = "local", options: EngineOptions | dict | None = None,
-              force: bool = False, progress: bool = False) -> list[StageResult]:
+              force: bool = False, progress: bool = False, owner: str | None = None,
+              replace: bool | None = None) -> list[StageResult]:
     """Run a chain of one-to-one map stages as one task per shard (see fusion.py); each stage still
-    gets its own output directory, rejects, statistics and manifest."""
+    gets its own output directory, rejects, statistics and manifest. Only the last holds rows: the
+    others' manifests say `fused_into`, which makes them incomplete as datasets (nothing reads them)."""
+    from contextlib import ExitStack
+
     from .fusion import FusedStage, fusable
 
     outs = [Path(o) for o in outs]
@@ -168,46 +192,55 @@ def run_fused(stages: Sequence[Stage], inputs: Sequence[Dataset | str | os.PathL
             raise StageFailed(f"stage {stage.stage_id!r} cannot be fused: only one-to-one document map stages can")
     for ds in datasets:
         if not ds.complete:
-            raise StageFailed(f"stage {stages[0].stage_id!r}: input {ds.path} is not a complete dataset (no _manifest.json)")
+            raise StageFailed(f"stage {stages[0].stage_id!r}: input {ds.incomplete_reason()}")
     for out in outs:
         check_paths(stages[0], datasets, out)
         check_output(out)
+    idents: list[dict[str, Any]] = []
     fps: list[str] = []
     for i, stage in enumerate(stages):
-        fps.append(fingerprint(stage, datasets, None if i == 0 else [fps[-1]]))
+        idents.append(identity(stage, datasets, None if i == 0 else [fps[-1]]))
+        fps.append(fingerprint_of(idents[-1]))
     existing = [Dataset(out).manifest for out in outs]
     if not force and all(m and m.get("fingerprint") == fp for m, fp in zip(existing, fps)):
         return [StageResult(s.stage_id, o, m, skipped=True) for s, o, m in zip(stages, outs, existing)]
-    if force:
-        for out in outs:
-            if out.exists():
-                clear_dataset(out)
+    made_by = [producer(stage, owner) for stage in stages]
+    for out, who in zip(outs, made_by):
+        Lease.check_free(out)
+        check_replace(out, who, force if replace is None else replace)
     eng = _as_engine(engine, options)
     tasks = stages[0].tasks(datasets)
     schemas = [stages[0].output_schema([ds.schema for ds in datasets])]
     for stage in stages[1:]:
         schemas.append(stage.output_schema([schemas[-1]]))
-    for out, fp in zip(outs, fps):
-        prepare_output(out, fp)
-    started = time.time()
-    fused = FusedStage(stages, outs, schemas)
-    if not tasks:
-        fused.open_writer(outs[-1], Task(0, ()), schemas[-1]).commit()
-    done = done_shards(outs[-1])  # the last stage commits last
-    pending = [t for t in tasks if t.index not in done]
-    _run_tasks(eng, fused, pending, outs[-1], schemas[-1], progress, total=len(tasks), already=len(tasks) - len(pending))
-    results = []
-    previous = [(str(ds.path), (ds.manifest or {}).get("fingerprint")) for ds in datasets]
-    for i, (stage, out, fp, schema) in enumerate(zip(stages, outs, fps, schemas)):
-        manifest = _manifest(stage, fp, previous, eng)
-        manifest.update(fused_with=[s.stage_id for s in stages], resumed_shards=len(tasks) - len(pending),
-                        wall_seconds=round(time.time() - started, 3), output_columns=schema.names)
-        if i < len(stages) - 1:
-            manifest["fused_into"] = str(outs[-1])  # its rows live in the chain's last output
-        manifest = finalize(out, manifest, max(len(tasks), 1))
-        results.append(StageResult(stage.stage_id, out, manifest, skipped=False))
-        previous = [(str(out), fp)]
-    shutil.rmtree(outs[-1] / "_scratch", ignore_errors=True)
+    with ExitStack() as held:
+        previous = []
+        for out, fp, who in zip(outs, fps, made_by):
+            lease = held.enter_context(Lease(out, fp, who))
+            previous.append(None if force else lease.previous_fingerprint())
+            prepare_output(out, fp, previous[-1])
+        started = time.time()
+        fused = FusedStage(stages, outs, schemas)
+        if not tasks:
+            fused.open_writer(outs[-1], Task(0, ()), schemas[-1]).commit()
+        done = done_shards(outs[-1])  # the last stage commits last
+        pending = [t for t in tasks if t.index not in done]
+        _run_tasks(eng, fused, pending, outs[-1], schemas[-1], progress, total=len(tasks), already=len(tasks) - len(pending))
+        results = []
+        upstream = [(str(ds.path), (ds.manifest or {}).get("fingerprint")) for ds in datasets]
+        for i, (stage, out, fp, schema) in enumerate(zip(stages, outs, fps, schemas)):
+            manifest = _manifest(stage, fp, upstream, eng)
+            manifest.update(fused_with=[s.stage_id for s in stages], resumed_shards=len(tasks) - len(pending),
+                            wall_seconds=round(time.time() - started, 3), output_columns=schema.names,
+                            identity=idents[i], producer=made_by[i],
+                            ran_because="forced" if force else "resumed" if previous[i] == fp
+                            else why(idents[i], (existing[i] or {}).get("identity")))
+            if i < len(stages) - 1:
+                manifest["fused_into"] = str(outs[-1])  # its rows live in the chain's last output
+            manifest = finalize(out, manifest, max(len(tasks), 1))
+            results.append(StageResult(stage.stage_id, out, manifest, skipped=False))
+            upstream = [(str(out), fp)]
+        shutil.rmtree(outs[-1] / "_scratch", ignore_errors=True)
     return results
 
 
@@ -219,8 +252,6 @@ def _commit_empty(stage: Stage, out: Path, schema) -> None:
 def _fit(eng: Engine, stage: FitApplyStage, tasks: list[Task], out: Path, schema, progress: bool) -> dict | None:
     """Fit phase of a fit-then-apply stage: partial states per shard (resumable), reduced on the driver
     into the artifact that the apply phase reads. Returns the fit's merged statistics."""
-    import pickle
-
     from .dataset import shard_markers
     from .stats import merge_stats
 
@@ -231,12 +262,36 @@ def _fit(eng: Engine, stage: FitApplyStage, tasks: list[Task], out: Path, schema
         pending = [t for t in fit_tasks if t.index not in done]
         _run_tasks(eng, stage, pending, out, schema, progress, total=len(fit_tasks),
                    already=len(fit_tasks) - len(pending), label="fit")
-        states = [pickle.loads((fit_root / f"part-{t.index:05d}.pkl").read_bytes()) for t in fit_tasks]
+        states = _load_states(fit_root, fit_tasks)
+        unreadable = [t for t, state in zip(fit_tasks, states) if state is _UNREADABLE]
+        if unreadable:  # not what this stage stored (damaged, or planted): fit those shards again
+            for t in unreadable:
+                (fit_root / "_shards" / f"part-{t.index:05d}.json").unlink(missing_ok=True)
+            _run_tasks(eng, stage, unreadable, out, schema, progress, total=len(fit_tasks),
+                       already=len(fit_tasks) - len(unreadable), label="fit")
+            states = _load_states(fit_root, fit_tasks)
+            if any(state is _UNREADABLE for state in states):
+                raise StageFailed(f"stage {stage.stage_id!r}: its fit states in {fit_root} cannot be read back")
         stage.ensure_setup()
         stage.save_artifact(out, stage.reduce(states))
         atomic_write_text(out / "_artifacts" / ".fit-done", "")
     markers = shard_markers(fit_root)
     return merge_stats(markers[t.index].get("stats") for t in fit_tasks)
+
+
+_UNREADABLE = object()
+
+
+def _load_states(fit_root: Path, fit_tasks: list[Task]) -> list[Any]:
+    from . import codec
+
+    states = []
+    for t in fit_tasks:
+        try:
+            states.append(codec.loads((fit_root / f"part-{t.index:05d}.state").read_bytes()))
+        except (OSError, codec.CodecError):
+            states.append(_UNREADABLE)
+    return states
 
 
 def _run_tasks(eng: Engine, stage: Stage, tasks: list[Task], out: Path, schema, progress: bool,
@@ -288,15 +343,16 @@ def _run_tasks(eng: Engine, stage: Stage, tasks: list[Task], out: Path, schema, 
 
 def run_recipe(recipe, workdir: str | os.PathLike | None = None, engine: str | None = None,
                options: dict | None = None, start: str | None = None, until: str | None = None,
-               progress: bool = False, log=print) -> list[StageResult]:
-    """Run a validated `Recipe` (see recipe.py) stage by stage in dependency order."""
+               progress: bool = False, log=print, replace: bool = False) -> list[StageResult]:
+    """Run a validated `Recipe` (see recipe.py) stage by stage in dependency order. `replace` lets it
+    take over a workdir another recipe made."""
     from .recipe import Recipe
 
     assert isinstance(recipe, Recipe)
     root = Path(workdir or recipe.workdir)
     order = recipe.order()
     selected = _select(order, recipe, start, until)
-    check_workdir(root, [s for s in order if s in selected])
+    check_workdir(root, [s for s in order if s in selected], owner=recipe.name, replace=replace)
     root.mkdir(parents=True, exist_ok=True)
     engine_name = engine or recipe.engine
     engine_opts = recipe.engine_options.model_copy(update=options or {})
@@ -322,20 +378,24 @@ def run_recipe(recipe, workdir: str | os.PathLike | None = None, engine: str | N
         force = bool(start) and stage_id in selected
         if len(chain) > 1:
             chain_results = run_fused(stages, inputs, [root / sid for sid in chain], engine=eng_name,
-                                      options=engine_opts, force=force, progress=progress)
+                                      options=engine_opts, force=force, progress=progress, owner=recipe.name,
+                                      replace=replace)
         else:
             chain_results = [run_stage(stages[0], inputs, root / stage_id, engine=eng_name, options=engine_opts,
-                                       force=force, progress=progress)]
+                                       force=force, progress=progress, owner=recipe.name, replace=replace)]
         for result in chain_results:
             counts = result.manifest["counts"]
-            state = "skipped (unchanged)" if result.skipped else f"{result.manifest['wall_seconds']:.1f}s"
+            state = "skipped (unchanged)" if result.skipped else \
+                f"{result.manifest['wall_seconds']:.1f}s ({result.manifest.get('ran_because', 'ran')})"
             fused = " (fused)" if len(chain) > 1 else ""
             resumed = result.manifest.get("resumed_shards", 0) if not result.skipped else 0
             resumed_note = f", {resumed}/{result.manifest.get('shards', '?')} shards resumed" if resumed else ""
             log(f"  {result.stage_id:<20} {counts['rows_in']:>8} in  {counts['rows_out']:>8} out  "
                 f"{counts['rows_rejected']:>7} rejected  [{result.manifest['engine']}] {state}{fused}{resumed_note}")
             results.append(result)
-            run_log["stages"][result.stage_id] = {"skipped": result.skipped, "engine": result.manifest["engine"]}
+            run_log["stages"][result.stage_id] = {
+                "skipped": result.skipped, "engine": result.manifest["engine"],
+                "why": "unchanged" if result.skipped else result.manifest.get("ran_because", "ran")}
     atomic_write_text(root / RUN_LOG, json.dumps(run_log, indent=2))
     return results
 
@@ -373,9 +433,10 @@ def fusion_chains(recipe, order: list[str], engine_name: str) -> list[list[str]]
     return chains
 
 
-def check_workdir(root: Path, stage_ids: Sequence[str]) -> None:
-    """A workdir is new, empty, or one Assay made (its run log); every stage folder in it is refused
-    unless it is an Assay dataset. Checked for all stages before any runs, so a refusal touches nothing."""
+def check_workdir(root: Path, stage_ids: Sequence[str], owner: str | None = None, replace: bool = False) -> None:
+    """A workdir is new, empty, or one Assay made (its run log) for the same recipe (`owner`; another
+    recipe's workdir needs `replace`); every stage folder in it is refused unless it is an Assay
+    dataset. Checked for all stages before any runs, so a refusal touches nothing."""
     from .dataset import read_json_safe
 
     if root.exists():
@@ -385,6 +446,9 @@ def check_workdir(root: Path, stage_ids: Sequence[str]) -> None:
         if any(root.iterdir()) and not (isinstance(log, dict) and "recipe" in log):
             raise OutputRefused(f"--workdir {root}: exists, is not empty and is not an Assay run directory; "
                                 "refusing to write there (choose a new workdir)")
+        if isinstance(log, dict) and owner is not None and log.get("recipe") not in (None, owner) and not replace:
+            raise OutputRefused(f"--workdir {root}: holds the runs of {log['recipe']!r}, not {owner!r}; choose "
+                                "another workdir (or pass --force to replace its stages)")
     for stage_id in stage_ids:
         check_output(root / stage_id)
 

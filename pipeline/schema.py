@@ -33,8 +33,25 @@ PARENT_ID = "parent_id"
 PARENT_IDS = "parent_ids"
 
 
+def row_id(origin: str, position: int | str) -> str:
+    """The id of a row read from outside: where it came from (a file, a generator and its seed) and its
+    position there (a byte offset, a record number). Unique by construction: two identical records in
+    one file still get two ids. Stable on every run and engine."""
+    h = xxhash.xxh3_128()
+    h.update(origin.encode("utf-8", "surrogatepass"))
+    h.update(b"\x00")
+    h.update(str(position).encode())
+    return h.hexdigest()[:24]
+
+
+def child_id(parent: str, ordinal: int | str) -> str:
+    """The id of the `ordinal`-th row a stage creates from the row `parent`: unique when parent ids are."""
+    return row_id(f"child:{parent}", ordinal)
+
+
 def doc_id(text: str | None, source: str | None = "", url: str | None = "") -> str:
-    """A stable id from content: the same (source, url, text) gives the same id on every run and engine."""
+    """A hash of content: the same (source, url, text) gives the same value on every run and engine.
+    Row ids come from `row_id`/`child_id`; this is for what is keyed by content (held-out overlap)."""
     h = xxhash.xxh3_128()
     h.update((source or "").encode())
     h.update(b"\x00")

@@ -278,7 +278,7 @@ class ServiceStage(MapStage):
     """
 
     Params: ClassVar[type[ServiceParams]] = ServiceParams
-    path_params = ("cache_dir",)
+    reads = {"cache_dir": "place"}
 
     def setup(self) -> None:
         self.cache = RequestCache(self.params.cache_dir or default_cache_dir())

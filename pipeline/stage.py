@@ -99,9 +99,25 @@ class Stage:
     task_bytes: ClassVar[int] = 64 * 1024 * 1024
     # Import names of packages the stage needs beyond Assay's own; `assay validate` checks them.
     requires: ClassVar[tuple[str, ...]] = ()
-    # Params holding file-system paths (model files, eval sets, tokenizers, input globs): recipes
-    # resolve them against the recipe's directory and the CLI against the current directory.
+    # What the stage reads besides its input datasets, by param: "file" (a model, registry, template,
+    # tokenizer or input glob: hashed by content into the stage's identity) or "place" (a folder it
+    # writes or caches into: never part of its identity). Recipes resolve both against the recipe's
+    # directory and the CLI against the current directory (`path_params` lists them). See identity.py.
+    reads: ClassVar[dict[str, str]] = {}
     path_params: ClassVar[tuple[str, ...]] = ()
+    # Modules besides the stage's class hierarchy whose source is part of its code identity (kernels).
+    code_modules: ClassVar[tuple[str, ...]] = ()
+    # Names besides shards and markers that the stage writes into its output folder (a training run's
+    # checkpoints): Assay may clear them, and nothing else, when it replaces the output.
+    owned_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "path_params" in cls.__dict__ and "reads" not in cls.__dict__:
+            # a stage that names only path_params (written before `reads`): they are files it reads
+            cls.reads = {**{k: v for k, v in cls.reads.items() if k in cls.path_params},
+                         **{name: cls.reads.get(name, "file") for name in cls.path_params}}
+        cls.path_params = tuple(cls.reads)
 
     def __init__(self, params: Params | dict | None = None, stage_id: str | None = None,
                  resources: Resources | dict | None = None, workers: int | None = None,
@@ -131,24 +147,22 @@ class Stage:
 
     def share(self, scratch: Path) -> None:
         """prepare() on the driver, then publish the shared attributes for the workers."""
-        path = scratch / f"shared-{self.stage_id}.pkl"
+        path = scratch / f"shared-{self.stage_id}.npz"
         if not self.shared or (getattr(self, "_shared_path", None) == str(path) and path.exists()):
             return  # nothing to share, or shared already for this output (a fit-then-apply stage's 2nd phase)
-        import pickle
-
+        from . import codec
         from .dataset import atomic_write_bytes
 
         self.prepare()
-        atomic_write_bytes(path, pickle.dumps({name: getattr(self, name) for name in self.shared},
-                                              protocol=pickle.HIGHEST_PROTOCOL))
+        atomic_write_bytes(path, codec.dumps({name: getattr(self, name) for name in self.shared}))
         self._shared_path = str(path)
 
     def _load_shared(self) -> None:
         path = getattr(self, "_shared_path", None)
         if path and any(getattr(self, name, None) is None for name in self.shared):
-            import pickle
+            from . import codec
 
-            for name, value in pickle.loads(Path(path).read_bytes()).items():
+            for name, value in codec.loads(Path(path).read_bytes()).items():
                 setattr(self, name, value)
 
     # Lazy, once-per-worker initialisation (models, compiled regexes, ...).
@@ -194,6 +208,18 @@ class Stage:
         self.__init__(state.pop("params"), state.pop("stage_id"), **state)
         if shared:
             self._shared_path = shared
+
+    def read_files(self) -> dict[str, list[str]]:
+        """The files (or folders, or globs) this stage reads, by name: its `reads` params of kind "file".
+        Override to add what it reads without a param (a bundled default model), as resolved paths."""
+        from .identity import FILE, paths_of
+
+        return {name: paths_of(getattr(self.params, name, None)) for name, kind in self.reads.items()
+                if kind == FILE and name != "paths"}
+
+    def service_identity(self) -> dict[str, Any] | None:
+        """The service this stage calls and the model behind it (None: it calls none)."""
+        return None
 
     @classmethod
     def ref(cls) -> str:
@@ -303,7 +329,7 @@ class SourceStage(Stage):
     kind = "source"
     files_per_task: ClassVar[int] = 1
     splittable: ClassVar[bool] = False  # read_file honours (start, end) byte ranges
-    path_params: ClassVar[tuple[str, ...]] = ("paths",)
+    reads: ClassVar[dict[str, str]] = {"paths": "file"}
 
     def input_files(self) -> list[str]:
         from .io import expand_paths
@@ -317,12 +343,13 @@ class SourceStage(Stage):
         return self._matched
 
     def input_identity(self) -> list[Any]:
-        """What identifies the outside input for the fingerprint: (path, size, mtime) per file by
-        default. A source whose files do not say when their content changed (a git repository, a
-        remote listing) returns something that does (a commit id, an ETag)."""
-        import os
+        """What identifies the outside input for the fingerprint: (path, content hash) per file by
+        default (stat-cached, so an unchanged file is not read again and `touch` changes nothing). A
+        source whose files do not say when their content changed (a git repository, a remote listing)
+        returns something that does (a commit id, an ETag)."""
+        from .identity import file_digest
 
-        return [(f, os.path.getsize(f), int(os.path.getmtime(f))) for f in self.matched_files()]
+        return [(f, file_digest(f)) for f in self.matched_files()]
 
     def tasks(self, inputs: Sequence["Dataset"] = ()) -> list[Task]:
         import os
@@ -381,9 +408,24 @@ class SourceStage(Stage):
             except OSError:
                 pass
             tables = self.read_file(path, byte_range) if byte_range else self.read_file(path)
+            ordinal = 0
             for table in tables:
                 counts.rows_in += table.num_rows
-                yield table
+                # ids from (file, ordinal); a splittable reader names positions itself (line numbers),
+                # so that its ids do not depend on how the file was cut into tasks
+                yield table if self.splittable else with_row_ids(table, path, ordinal)
+                ordinal += table.num_rows
+
+
+def with_row_ids(table: pa.Table, origin: str, first: int) -> pa.Table:
+    """A source's rows with ids from where they were read (the file, or the file and the byte range's
+    start, and the record's ordinal there): unique by construction, whatever the rows hold."""
+    from .schema import row_id
+
+    if "id" not in table.column_names or not table.num_rows:
+        return table
+    ids = pa.array([row_id(origin, first + i) for i in range(table.num_rows)], pa.string())
+    return table.set_column(table.column_names.index("id"), "id", ids)
 
 
 def row_group_spans(path: str, task_bytes: int) -> list[tuple[int, int]] | None:
@@ -421,8 +463,8 @@ class FitApplyStage(MapStage):
     Implement `fit(table, state) -> state` (called per batch; state starts as None), `reduce(states)
     -> artifact` (partial states in shard order; must be deterministic), and `apply(table,
     artifact) -> table`. The artifact is saved as JSON in the output's `_artifacts/fit.json`
-    (override save_artifact/load_artifact for other formats). Partial states are pickled per shard
-    under `_fit/`, so a killed fit resumes shard by shard."""
+    (override save_artifact/load_artifact for other formats). Partial states are stored per shard
+    under `_fit/` (codec.py: data only, never pickle), so a killed fit resumes shard by shard."""
 
     kind = "fit_apply"
 
@@ -469,7 +511,7 @@ class FitApplyStage(MapStage):
 
 
 class PartialWriter:
-    """Holds one shard's fit state; committed as a pickle under `_fit/` with a marker."""
+    """Holds one shard's fit state; committed under `_fit/` (codec.py) with a marker."""
 
     def __init__(self, out_root: Path, index: int):
         from .dataset import Counts, ShardFiles
@@ -487,9 +529,9 @@ class PartialWriter:
         self.state = state
 
     def commit(self):
-        import pickle
+        from . import codec
 
-        self.files.temp(f"part-{self.files.index:05d}.pkl").write_bytes(pickle.dumps(self.state, protocol=5))
+        self.files.temp(f"part-{self.files.index:05d}.state").write_bytes(codec.dumps(self.state))
         self.files.commit(self.counts)
         return self.counts
 

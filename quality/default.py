@@ -35,7 +35,7 @@ class DefaultTier(MapStage):
 
     Params = TierParams
     holds_model = True
-    path_params = ("calibration",)
+    reads = {"calibration": "file"}
     requires = ("fasttext_new",)
     batch_rows = 5_000
 

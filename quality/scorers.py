@@ -64,7 +64,7 @@ class FastTextScorer(MapStage):
 
     Params = FastTextParams
     holds_model = True
-    path_params = ("model",)
+    reads = {"model": "file"}
     requires = ("fasttext_new",)
     batch_rows = 10_000
 
@@ -103,7 +103,7 @@ class LMScorer(MapStage):
 
     Params = LMParams
     holds_model = True
-    path_params = ("model",)
+    reads = {"model": "file"}
     columns = {"quality_lm": pa.float32()}
     batch_rows = 10_000
 

@@ -293,7 +293,7 @@ class Tiers(MapStage):
     """
 
     Params = TiersParams
-    path_params = ("calibration",)
+    reads = {"calibration": "file"}
     columns = TIER_COLUMNS
 
     def setup(self) -> None:

@@ -136,7 +136,7 @@ class Topics(MapStage):
 
     Params = TopicsParams
     holds_model = True
-    path_params = ("model", "format_model")
+    reads = {"model": "file", "format_model": "file"}
     columns = {"domain": pa.string(), "format": pa.string()}
     batch_rows = 1_000
 

@@ -43,7 +43,7 @@ class Embed(MapStage):
     batch_rows = 1024
     holds_model = True
     requires = ("torch", "sentence_transformers")
-    path_params = ("model",)
+    reads = {"model": "file"}
 
     def output_schema(self, input_schemas):
         typ = pa.list_(pa.float16() if self.params.dtype == "float16" else pa.float32())

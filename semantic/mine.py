@@ -103,7 +103,7 @@ class Mine(WithEmbeddings, FitApplyStage):
     resources = Resources(cpus=1, memory_gb=2)
     holds_model = True
     requires = ("faiss", "torch", "sentence_transformers")
-    path_params = ("inventory", "model")
+    reads = {"inventory": "file", "model": "file"}
 
     def tasks(self, inputs):
         tasks = super().tasks(inputs)

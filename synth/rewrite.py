@@ -29,7 +29,7 @@ import re
 import pyarrow as pa
 from pydantic import Field
 
-from assay.pipeline.schema import doc_id, dumps_meta, loads_meta
+from assay.pipeline.schema import child_id, dumps_meta, loads_meta
 from assay.pipeline.stage import register
 
 from . import verify
@@ -89,7 +89,7 @@ class Rewrite(LLMStage):
     Params = RewriteParams
     columns = {"segments": SEGMENTS_TYPE, "synth_template": pa.string(), "synth_candidate": pa.int32(),
                "synth_model": pa.string()}
-    path_params = LLMStage.path_params + ("template",)
+    reads = {**LLMStage.reads, "template": "file"}
 
     def setup(self) -> None:
         self.template = load_template(self.params.template)  # a bad template fails before a model loads
@@ -145,7 +145,7 @@ class Rewrite(LLMStage):
             meta = loads_meta(row.get("meta"))
             meta["synth"] = {"template": self.template.name, "parent": row["id"], "candidate": c,
                              "model": self.params.model, "seed": self.params.seed + c}
-            out.append({"id": doc_id(text, source, f"{row['id']}:{self.template.name}:{c}"), "text": text,
+            out.append({"id": child_id(row["id"], f"{self.template.name}:{c}"), "text": text,
                         "source": source, "content_type": "synthetic", "meta": dumps_meta(meta), "segments": segments,
                         "synth_template": self.template.name, "synth_candidate": c, "synth_model": self.params.model})
         return out

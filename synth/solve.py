@@ -19,7 +19,7 @@ from typing import Literal
 import pyarrow as pa
 from pydantic import Field
 
-from assay.pipeline.schema import doc_id, dumps_meta, loads_meta
+from assay.pipeline.schema import child_id, dumps_meta, loads_meta
 from assay.pipeline.stage import register
 
 from . import verify
@@ -65,7 +65,7 @@ class Solve(LLMStage):
     Params = SolveParams
     columns = {"segments": SEGMENTS_TYPE, "pass_rate": pa.float32(), "passes": pa.int32(),
                "synth_candidate": pa.int32(), "synth_template": pa.string(), "synth_model": pa.string()}
-    path_params = LLMStage.path_params + ("template",)
+    reads = {**LLMStage.reads, "template": "file"}
 
     def setup(self) -> None:
         p = self.params
@@ -134,7 +134,7 @@ class Solve(LLMStage):
             meta = loads_meta(row.get("meta"))
             meta["synth"] = {"template": r["template"], "parent": row["id"], "candidate": c, "model": p.model,
                              "seed": p.seed + c, "pass_rate": rate}
-            out.append({"id": doc_id(text, source, f"{row['id']}:solve:{c}"), "text": text, "source": source,
+            out.append({"id": child_id(row["id"], f"solve:{c}"), "text": text, "source": source,
                         "content_type": "synthetic", "meta": dumps_meta(meta),
                         "segments": [{"role": "user", "text": user}, {"role": "assistant", "text": assistant}],
                         "pass_rate": rate, "passes": passes, "synth_candidate": c, "synth_template": r["template"],

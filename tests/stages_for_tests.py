@@ -70,7 +70,7 @@ class SharedBuild(MapStage):
 
 # ---- stages of every cardinality and output kind (tests/test_pipeline_contract.py) -------------
 
-from assay.pipeline.schema import doc_id  # noqa: E402
+from assay.pipeline.schema import child_id  # noqa: E402
 from assay.pipeline.stage import FitApplyStage  # noqa: E402
 
 
@@ -87,7 +87,7 @@ class Sentences(MapStage):
                 rows.append(dict(row, reject_reason="has_reject", parent_id=row["id"], position=None))
                 continue
             for i, sentence in enumerate(s for s in row["text"].split(". ") if s):
-                rows.append(dict(row, id=doc_id(sentence, row["source"], f"{row['id']}#{i}"), text=sentence,
+                rows.append(dict(row, id=child_id(row["id"], i), text=sentence,
                                  parent_id=row["id"], position=i, reject_reason=None))
         schema = table.schema.append(pa.field("reject_reason", pa.string())).append(
             pa.field("parent_id", pa.string())).append(pa.field("position", pa.int32()))
@@ -114,7 +114,7 @@ class Resample(MapStage):
                 rows.append(dict(row, id=f"{row['id']}-r{r}", parent_ids=[row["id"]], repeat=r, reject_reason=None))
         if len(docs) >= 2:
             merged = docs[0]["text"] + " " + docs[1]["text"]
-            rows.append(dict(docs[0], id=doc_id(merged, "merged"), text=merged, parent_ids=[docs[0]["id"], docs[1]["id"]],
+            rows.append(dict(docs[0], id=child_id("|".join(sorted([docs[0]["id"], docs[1]["id"]])), "merged"), text=merged, parent_ids=[docs[0]["id"], docs[1]["id"]],
                              repeat=0, reject_reason=None))
         schema = table.schema.append(pa.field("reject_reason", pa.string())).append(
             pa.field("parent_ids", pa.list_(pa.string()))).append(pa.field("repeat", pa.int32()))
@@ -266,3 +266,25 @@ class SmallTaskSentences(Sentences):
     """Sentences with a tiny task size: its input shards are re-sharded by row groups."""
 
     task_bytes = 40_000
+
+
+class LimitParams(Params):
+    limit_file: str = Field(description="A text file holding the most characters a document keeps")
+    cache_dir: str | None = Field(None, description="A folder the stage may cache into (not part of its identity)")
+
+
+class TruncateFromFile(MapStage):
+    """Cuts every text to the number of characters named in a file it reads (a 'model' of one number)."""
+
+    Params = LimitParams
+    reads = {"limit_file": "file", "cache_dir": "place"}
+
+    def setup(self) -> None:
+        with open(self.params.limit_file) as handle:
+            self.limit = int(handle.read().strip())
+
+    def process(self, table: pa.Table) -> pa.Table:
+        self.ensure_setup()
+        table = set_column(table, "text", [t[: self.limit] for t in table.column("text").to_pylist()])
+        return with_rejects(table, [None] * table.num_rows)
+

@@ -61,16 +61,32 @@ def test_finalize_requires_every_shard(tmp_path):
         finalize(tmp_path, {"stage": "x"}, 2)
 
 
+def _killed(lease):
+    """What a killed writer leaves: its lease, naming a process that no longer exists."""
+    def release(finished=True):
+        lease._stop.set()
+        record = json.loads(lease.path.read_text())
+        lease.path.write_text(json.dumps(dict(record, pid=2 ** 22 + 5)))
+    return release
+
+
 def test_prepare_output_keeps_same_run_and_wipes_a_different_one(tmp_path):
+    from assay.pipeline.dataset import Lease
+
     out = tmp_path / "ds"
-    prepare_output(out, "fp1")
-    ShardWriter(out, 0, DOC_SCHEMA, "x").commit()
-    (out / ".part-00001.parquet.tmp-123").write_text("half-written")
-    prepare_output(out, "fp1")  # resume: committed shard kept, stale temp removed
-    assert set(done_shards(out)) == {0}
-    assert not (out / ".part-00001.parquet.tmp-123").exists()
-    prepare_output(out, "fp2")  # different params or inputs: start over
-    assert done_shards(out) == {}
+    with Lease(out, "fp1") as lease:
+        prepare_output(out, "fp1", lease.previous_fingerprint())
+        ShardWriter(out, 0, DOC_SCHEMA, "x").commit()
+        (out / ".part-00001.parquet.tmp-123").write_text("half-written")
+        lease.release = _killed(lease)  # killed: the lease stays behind
+    with Lease(out, "fp1") as lease:
+        prepare_output(out, "fp1", lease.previous_fingerprint())  # resume: committed shard kept, stale temp removed
+        assert set(done_shards(out)) == {0}
+        assert not (out / ".part-00001.parquet.tmp-123").exists()
+        lease.release = _killed(lease)
+    with Lease(out, "fp2") as lease:
+        prepare_output(out, "fp2", lease.previous_fingerprint())  # different params or inputs: start over
+        assert done_shards(out) == {}
 
 
 def test_dataset_is_readable_by_plain_pyarrow_and_pandas(tmp_path):

@@ -24,6 +24,8 @@ per item the number of distinct keys matched and the byte span from the first to
 """
 from __future__ import annotations
 
+from assay.pipeline.codec import plain_data
+
 import numpy as np
 from numba import njit
 
@@ -355,6 +357,7 @@ def tokenize_all(data, offsets):
     return out[:n].copy(), out_off
 
 
+@plain_data  # shared with workers through the output's scratch folder (pipeline/codec.py)
 class NgramIndex:
     """Benchmark items' n-gram keys, ready to scan documents. Build once per worker (setup)."""
 

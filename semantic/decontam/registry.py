@@ -13,6 +13,8 @@ us ship the text; `build_registry.py` writes them). Relative paths resolve again
 """
 from __future__ import annotations
 
+from assay.pipeline.codec import plain_data
+
 import csv
 import datetime as dt
 import io
@@ -82,6 +84,7 @@ def load_registry(path: str | Path | None = None) -> tuple[Registry, Path]:
     return registry, path.resolve().parent
 
 
+@plain_data  # shared with workers through the output's scratch folder (pipeline/codec.py)
 @dataclass
 class Items:
     """Benchmark items in registry order. An item has a text, or (hash-only benchmarks) token hashes."""

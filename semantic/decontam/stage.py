@@ -61,7 +61,7 @@ class Decontam(MapStage):
 
     Params = DecontamParams
     columns = {"decontam_hits": HITS}
-    path_params = ("benchmarks", "model", "cache_dir")
+    reads = {"benchmarks": "file", "model": "file", "cache_dir": "place"}
     resources = Resources(cpus=1, memory_gb=1)
 
     shared = ("items", "index")  # built once on the driver; workers load them instead of rebuilding

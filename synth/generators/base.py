@@ -21,7 +21,7 @@ from typing import Iterator
 import pyarrow as pa
 from pydantic import Field
 
-from assay.pipeline.schema import DOC_SCHEMA, doc_id, dumps_meta
+from assay.pipeline.schema import DOC_SCHEMA, dumps_meta, row_id
 from assay.pipeline.stage import Params, SourceStage, Task, add_columns
 
 from ..llm.stage import SEGMENTS_TYPE
@@ -47,7 +47,7 @@ class GeneratorParams(Params):
 class GeneratorStage(SourceStage):
     Params = GeneratorParams
     columns = {"segments": SEGMENTS_TYPE}
-    path_params = ()
+    reads = {}
     task_name = "item"  # meta.task
 
     def make(self, rng: random.Random, index: int) -> Item:
@@ -73,7 +73,7 @@ class GeneratorStage(SourceStage):
         text = user + item.solution
         meta = {"task": self.task_name, "question": item.question, "answer": item.answer, "answer_kind": item.kind,
                 "seed": self.params.seed, "index": index, **item.meta}
-        return {"id": doc_id(text, source, f"{self.name}:{self.params.seed}:{index}"), "text": text, "source": source,
+        return {"id": row_id(f"{self.name}:{self.params.seed}", index), "text": text, "source": source,
                 "content_type": "synthetic", "url": None, "lang": "en", "domain": None, "meta": dumps_meta(meta),
                 "segments": [{"role": "user", "text": user}, {"role": "assistant", "text": item.solution}]}
 

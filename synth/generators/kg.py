@@ -87,7 +87,7 @@ class KGWalks(GeneratorStage):
 
     Params = KGParams
     task_name = "kg"
-    path_params = ("paths",)
+    reads = {"paths": "file"}
 
     def triple_files(self) -> list[str]:
         from assay.pipeline.io import expand_paths

@@ -22,7 +22,7 @@ from zstandard import ZstdError
 
 from assay.pipeline.io import open_binary
 from assay.pipeline.schema import DOC_SCHEMA, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta, text_bytes
-from assay.pipeline.stage import Params, SourceStage, Task, add_columns, register
+from assay.pipeline.stage import Params, SourceStage, Task, add_columns, register, with_row_ids
 
 from . import gitrepo
 from .records import RECORD_COLUMNS, Limits, Reject, check_sizes, code_languages, document_text, excerpt, file_entry, round_trip
@@ -156,7 +156,7 @@ class Commits(RecordSource):
     Params = CommitsParams
     version = "1"
     requires = ("pygit2",)
-    path_params = ("paths", "repo_meta", "clones")
+    reads = {"paths": "file", "repo_meta": "file", "clones": "place"}
 
     def input_files(self) -> list[str]:
         # A repository is a directory: expand globs only, never a directory's files.
@@ -206,10 +206,12 @@ class Commits(RecordSource):
     def run_task(self, task: Task, writer) -> Iterator[pa.Table]:
         self.ensure_setup()
         counts = getattr(writer, "counts", writer)
+        origin, ordinal = f"{task.inputs[0]}#commits{task.get('commits')}", 0
         for table in self.read_repo(task.inputs[0], task.get("commits"), task.get("head")):
             counts.rows_in += table.num_rows
             counts.bytes_in += text_bytes(table)
-            yield table
+            yield with_row_ids(table, origin, ordinal)
+            ordinal += table.num_rows
 
     def read_repo(self, path: str, span: tuple[int, int], head: str | None) -> Iterator[pa.Table]:
         p = self.params
@@ -270,7 +272,7 @@ class PullRequests(RecordSource):
     """
 
     Params = PrsParams
-    path_params = ("paths", "clones")
+    reads = {"paths": "file", "clones": "place"}
 
     def tasks(self, inputs: Sequence = ()) -> list[Task]:
         from assay.pipeline.errors import UserError
@@ -326,7 +328,7 @@ class PullRequests(RecordSource):
         self._emit(join, rows)
         table = rows.take()
         counts.rows_in += table.num_rows
-        yield table
+        yield with_row_ids(table, f"gharchive:{'|'.join(task.inputs)}#{part}/{nparts}", 0)
 
     def _emit(self, join, rows: Rows) -> None:
         from .gharchive import field, pr_text
@@ -424,7 +426,7 @@ class SwebenchInstances(RecordSource):
     """
 
     Params = SwebenchParams
-    path_params = ("paths", "clones")
+    reads = {"paths": "file", "clones": "place"}
 
     def read_file(self, path: str) -> Iterator[pa.Table]:
         from .swebench import read_instances

@@ -13,7 +13,7 @@ from typing import ClassVar, Literal
 import pyarrow as pa
 from pydantic import Field
 
-from assay.pipeline.schema import PARENT_ID, REJECT_DETAIL, REJECT_REASON, doc_id
+from assay.pipeline.schema import PARENT_ID, REJECT_DETAIL, REJECT_REASON, child_id
 from assay.pipeline.stage import MapStage, Params, add_columns, register, with_rejects
 
 from . import sources  # noqa: F401  (registers synth.commits, synth.prs, synth.swebench)
@@ -70,7 +70,7 @@ class Leakage(MapStage):
     """
 
     Params = LeakageParams
-    path_params = ("registry",)
+    reads = {"registry": "file"}
 
     def setup(self) -> None:
         from .swebench import Registry
@@ -134,7 +134,7 @@ class Templates(MapStage):
                 made += 1
                 self.stats.count(f"templates.made.{name}")
                 url = f"{row.get('url') or row['id']}#{name}"
-                out.append(dict(row, **{h: None for h in self.HEAVY}, id=doc_id(doc.text, row.get("source"), url),
+                out.append(dict(row, **{h: None for h in self.HEAVY}, id=child_id(row["id"], name),
                                 text=doc.text, url=url, template=name, segments=doc.parts, parent_id=row["id"],
                                 reject_reason=None, reject_detail=None))
             if not made:

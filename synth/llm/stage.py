@@ -55,7 +55,7 @@ class LLMStage(ServiceStage):
     Params: ClassVar[type[LLMParams]] = LLMParams
     cardinality = "one_to_many"
     holds_model = True  # with the local backend the model stays loaded in the worker (Ray: an actor pool)
-    path_params = ("cache_dir", "model_path")
+    reads = {"cache_dir": "place", "model_path": "file"}
 
     def check(self) -> list[str]:
         problems = super().check()
