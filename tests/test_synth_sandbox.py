@@ -279,10 +279,12 @@ def test_program_cannot_read_the_callers_environment(monkeypatch):
             "for path in glob.glob('/proc/*/environ') + glob.glob('/proc/*/task/*/environ') + glob.glob('/proc/*/cmdline'):\n"
             "    try:\n        data = open(path, 'rb').read()\n    except OSError:\n        continue\n"
             f"    if b'OPENAI_API_KEY' in data or {secret.encode()!r} in data:\n        found.append(path)\n"
-            "found += [k for k in os.environ if 'OPENAI' in k]\nprint('FOUND', found)\n")
+            "found += [k for k in os.environ if 'OPENAI' in k]\nprint('FOUND', found)\n"
+            "print('FDS', sorted(set(map(int, os.listdir('/proc/self/fd'))) - {3}))\n")  # 3: the listing's own
     result = run_python(code, limits=FAST)
     assert result.verdict == "ok", result.stderr_tail
     assert "FOUND []" in result.stdout_tail and secret not in result.stdout_tail
+    assert "FDS [0, 1, 2]" in result.stdout_tail  # nothing of the supervisor's beyond stdio
 
 
 FORGE = """
