@@ -33,8 +33,8 @@ non-root callers alike:
   sandbox with it) as soon as the caller is gone, Ctrl-C, SIGTERM and SIGKILL alike; nothing of the
   sandbox is left in the caller's temporary directory.
 
-What it does not protect against: kernel exploits (the seccomp filter is a deny list of five calls,
-not a system-call allow list, and there is no VM boundary), CPU and memory pressure on the host
+What it does not protect against: kernel exploits (the seccomp filter is a short deny list, not a
+system-call allow list, and there is no VM boundary), CPU and memory pressure on the host
 within the limits (n processes x memory_mb; no cgroup), reading the world-readable files of the
 allow-listed system paths, and timing side channels. `isolation="auto"` (the default) refuses to run
 anything when namespaces are missing (`unshare` missing, user namespaces disabled); only
@@ -179,13 +179,7 @@ def default_ro_paths() -> list[str]:
 def run(argv: list[str], files: dict[str, str | bytes] | None = None, limits: Limits | None = None,
         isolation: Isolation = "auto", ro_paths: tuple[str, ...] = ()) -> Result:
     """Run `argv` inside a sandbox whose working directory holds `files` (relative name -> content)."""
-    isolated = isolate(isolation)
-    if not isolated:
-        _warn_unisolated()
-    result = _execute(argv, files or {}, limits or Limits(), isolated, ro_paths)
-    if not isolated:
-        result.note = ("NOT ISOLATED (isolation: none); " + result.note).strip("; ")
-    return result
+    return _run(argv, files or {}, limits, isolation, ro_paths)
 
 
 def run_python(code: str, files: dict[str, str | bytes] | None = None, **kw) -> Result:
@@ -197,12 +191,16 @@ def run_tests(solution: str, tests: str, limits: Limits | None = None, isolation
               module: str = "solution") -> Result:
     """Run `tests` (Python that imports `module`) against `solution`, each in its own process (see
     sandbox_harness.py). `ok` only when the tests' process ran to its end and exited 0."""
+    files = {f"{module}.py": solution, "test_solution.py": tests, "_assay_harness.py": HARNESS.read_bytes()}
+    argv = [sys.executable, "-E", "-s", "_assay_harness.py", "test_solution.py", module]
+    return _run(argv, files, limits, isolation, (), secret=secrets.token_hex(16))
+
+
+def _run(argv, files, limits, isolation, ro_paths, secret=None) -> Result:
     isolated = isolate(isolation)
     if not isolated:
         _warn_unisolated()
-    files = {f"{module}.py": solution, "test_solution.py": tests, "_assay_harness.py": HARNESS.read_bytes()}
-    argv = [sys.executable, "-E", "-s", "_assay_harness.py", "test_solution.py", module]
-    result = _execute(argv, files, limits or Limits(), isolated, (), secret=secrets.token_hex(16))
+    result = _execute(argv, files, limits or Limits(), isolated, ro_paths, secret)
     if not isolated:
         result.note = ("NOT ISOLATED (isolation: none); " + result.note).strip("; ")
     return result
