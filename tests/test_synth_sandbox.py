@@ -1,6 +1,8 @@
 """The sandbox, with real processes: what it must contain (an infinite loop, a memory bomb, a fork bomb,
-the network, writes outside its directory, a huge file, an output flood, privilege), and that a
-correct solution passes while a wrong one fails."""
+the network, writes outside its directory, a huge file, an output flood, privilege), that a correct
+solution passes while a wrong one fails, and that the program cannot reach its caller, forge its
+verdict or outlive its caller (issue 28). Run as root, the last test runs this whole file again as
+`nobody` (tests/as_user.py): a non-root caller takes the user-namespace path."""
 from __future__ import annotations
 
 import json
