@@ -58,11 +58,11 @@ def sandbox_group():
 @click.option("--processes", default=16, show_default=True, type=int, help="Processes at once")
 @click.option("--file", "extra", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Another file to copy next to the program (repeatable)")
-@click.option("--isolation", type=click.Choice(["auto", "require", "off"]), default="auto", show_default=True,
-              help="auto: namespaces when the machine allows them, else limits only (with a warning)")
+@click.option("--isolation", type=click.Choice(["auto", "require", "none", "off"]), default="auto", show_default=True,
+              help="auto: namespaces, or refuse to run; none: limits only, as you, with your files and network")
 def sandbox_run(program, args, timeout_s, memory_mb, cpu_s, file_mb, disk_mb, processes, extra, isolation):
     """Run PROGRAM (a .py file runs with this Python; anything else must be executable) in a sandbox and
-    print a JSON verdict: ok, failed, timeout, memory, killed (or error). Exit code 0 only for ok.
+    print a JSON verdict: ok, failed, timeout, killed (or error). Exit code 0 only for ok.
 
     \b
     Example:

@@ -40,7 +40,9 @@ class SolveParams(LLMParams):
                                                                            "items with their pass rate (RL)")
     sandbox_timeout_s: float = Field(10, gt=0, description="Wall-clock limit per code test run")
     sandbox_memory_mb: int = Field(512, ge=16, description="Memory limit per code test process")
-    isolation: Literal["auto", "require", "off"] = Field("auto", description="Sandbox isolation policy for code")
+    isolation: Literal["auto", "require", "none", "off"] = Field(
+        "auto", description="Sandbox isolation for code: auto refuses to run it without namespaces; none runs it "
+                            "unisolated (with your rights and network); require = auto, off = none")
     source: str | None = Field(None, description="Source of emitted solutions (default synth-solve)")
 
 

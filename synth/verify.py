@@ -241,21 +241,19 @@ def extract_code(text: str, language: str = "python") -> str | None:
 
 
 def code_tests(text: str, tests: str, limits=None, isolation: str = "auto") -> tuple[Check, dict | None]:
-    """Run the candidate's code as `solution.py` with `tests` as `test_solution.py` in the sandbox."""
-    import sys
-
+    """Run `tests` against the candidate's code (importable as `solution`) in the sandbox, each in a
+    process of its own: the solution cannot pass by exiting early or by what it prints."""
     from . import sandbox
 
     code = extract_code(text)
     if code is None:
         return fail("no_code", "no ```python block"), None
-    result = sandbox.run([sys.executable, "-E", "-s", "test_solution.py"],
-                         {"solution.py": code, "test_solution.py": tests}, limits=limits, isolation=isolation)
+    result = sandbox.run_tests(code, tests, limits=limits, isolation=isolation)
     verdict = result.to_json()
     if result.ok:
         return PASS, verdict
     tail = (result.stderr_tail or result.stdout_tail).strip().splitlines()[-1:] or [""]
-    return fail(f"code_{result.verdict}", f"{result.limit or ''} {tail[0]}".strip()), verdict
+    return fail(f"code_{result.verdict}", f"{result.limit or result.hint or ''} {tail[0]}".strip()), verdict
 
 
 # ---- grounding ----------------------------------------------------------------------------------
