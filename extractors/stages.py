@@ -19,9 +19,10 @@ from .urls import url_domain
 
 
 class HtmlOptions(Params):
-    mode: Literal["precise", "fast"] = Field(
+    mode: Literal["precise", "fast", "native"] = Field(
         "precise", description="precise: trafilatura main-content selection + Assay's Markdown writer; "
-        "fast: resiliparse main content (about 3x faster, lower precision). Both keep math and code.")
+        "native: Assay's own selector (boilerplate scoring, no trafilatura; several times faster); "
+        "fast: resiliparse main content (lower precision). All keep math and code.")
     include_comments: bool = Field(True, description="Keep comment/answer sections (forums, Q&A pages).")
     min_chars: int = Field(1, ge=0, description="Reject pages whose extracted text is shorter (reason no_content).")
     max_bytes: int = Field(10_000_000, gt=0, description="Reject pages larger than this many bytes before parsing (too_large).")
@@ -44,7 +45,11 @@ class _HtmlExtracting:
 
     def setup(self) -> None:
         from . import html  # noqa: F401  (import lxml/trafilatura before forking the child)
-        import trafilatura  # noqa: F401
+
+        if self.params.mode == "precise":
+            import trafilatura  # noqa: F401
+        elif self.params.mode == "native":
+            from . import native, threads  # noqa: F401
 
     def watchdog(self) -> Watchdog:
         if self._watchdog is None:

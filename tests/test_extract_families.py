@@ -153,7 +153,7 @@ CODE_SHAPES = {
 @pytest.mark.parametrize("shape", sorted(CODE_SHAPES))
 def test_code_shapes_come_back_line_for_line(shape):
     html = page(f"<p>The function: {FILL}</p>{CODE_SHAPES[shape]}<p>After the block. {FILL}</p>")
-    for mode in ("precise", "fast"):
+    for mode in ("precise", "fast", "native"):
         text = text_of(html, mode)
         assert "\n" + CODE + "\n```" in text, (shape, mode)
         assert "After the block." in text
@@ -188,7 +188,7 @@ def test_every_post_of_a_thread_whose_posts_mark_their_body_again():
         f"</div></div></div><div class='signature'>Sent from my phone</div></div></div></li>"
         for i in range(4))
     html = (f"<html><body>{NAV}<h1>Help with area</h1><ol id='posts' class='posts'>{posts}</ol>{FOOT}</body></html>")
-    for mode in ("precise", "fast"):
+    for mode in ("precise", "fast", "native"):
         text = text_of(html, mode)
         for i in range(4):
             assert f"Reply number {i} says this." in text, (mode, i)

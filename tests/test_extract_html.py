@@ -43,9 +43,9 @@ PAGE = f"""<!doctype html><html><head><title>FFT notes</title></head><body>
 </body></html>"""
 
 
-@pytest.fixture(scope="module")
-def page():
-    return extract_html({"html": PAGE.encode()})
+@pytest.fixture(scope="module", params=["precise", "native"])
+def page(request):
+    return extract_html({"html": PAGE.encode(), "mode": request.param})
 
 
 def test_math_comes_out_as_latex(page):
@@ -240,7 +240,7 @@ _SHAPE_HTML = SHAPE_CODE.replace("<", "&lt;")
 def test_code_block_shapes_come_out_verbatim(block):
     html = (f"<html><body><nav><a href='/'>Home</a></nav><article><h1>Loops</h1><p>{FILLER}</p>{block}"
             f"<p>After the block. {FILLER}</p></article></body></html>")
-    for mode in ("precise", "fast"):
+    for mode in ("precise", "fast", "native"):
         text = extract_html({"html": html, "mode": mode})["text"]
         assert f"```python\n{SHAPE_CODE}\n```" in text, mode
         assert "Copy" not in text and "hljs" not in text and "After the block." in text
