@@ -1,5 +1,7 @@
 """Math and code in the shapes real sites print them (issue #10's failure families), on pages built
 here: each test would fail on the extractor before the fix it covers."""
+import re
+
 import pytest
 
 from assay.extractors.html import extract_html
@@ -147,6 +149,10 @@ CODE_SHAPES = {
     "smf-code-br": f"<div class='codeheader'>Code</div><code class='bbc_code'>{_nbsp_br(CODE)}</code>",
     "w3-div-br": f"<div class='w3-example'><div class='w3-code notranslate pythonHigh'>{_nbsp_br(CODE)}</div></div>",
     "textarea": f"<div class='codeblock'><textarea name='code' class='python' rows='4' readonly>{_esc(CODE)}</textarea></div>",
+    # Telerik/RadEditor forum posts: a div per line, no-break spaces for the indentation, no <pre>
+    "div-per-line": "<div class='reCodeBlock'><div class='container'>" + "".join(
+        "<div class='line'><code class='python plain'>" + (re.sub(r"^ +", lambda m: "&nbsp;" * len(m.group()), _esc(line))
+                                                          or "&nbsp;") + "</code></div>" for line in LINES) + "</div></div>",
 }
 
 
