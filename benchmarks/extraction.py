@@ -337,6 +337,35 @@ def formula_leaves(tex: str) -> str | None:
     return "".join(out)
 
 
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")
+
+
+def output_rows(text: str) -> list[list[str]]:
+    """Rows of every Markdown table in an output (`| a | b |` lines; separator rows skipped)."""
+    rows = []
+    for line in text.split("\n"):
+        line = line.strip()
+        if not line.startswith("|") or re.fullmatch(r"\|[\s:|-]*", line):
+            continue
+        cells = [" ".join(c.replace("\\|", "|").split()) for c in _CELL_SPLIT.split(line.strip("|"))]
+        rows.append(cells)
+    return rows
+
+
+def table_cells(tables: list[list[list[str]]], text: str) -> tuple[int, int]:
+    """(cells recovered in table form, cells): a ground-truth row counts the cells that an output
+    table row holds at the same column, for the output row that matches it best; so a cell found in
+    running text, or in another column, does not count."""
+    rows = output_rows(text)
+    hit = total = 0
+    for table in tables:
+        for row in table:
+            want = [" ".join(c.split()) for c in row]
+            total += len(want)
+            hit += max((sum(i < len(r) and r[i] == c for i, c in enumerate(want)) for r in rows), default=0)
+    return hit, total
+
+
 def generated_scores(folder: Path, fn) -> dict[str, dict]:
     """Per family: formula recall (TeX found in the output with whitespace removed; for MathML-only
     families the formula's symbols found in one output formula) and code recall (block found with
@@ -347,7 +376,11 @@ def generated_scores(folder: Path, fn) -> dict[str, dict]:
         out = fn((folder / name).read_text(encoding="utf-8"))
         out_nows, out_lines = _nows(out), _norm_lines(out)
         out_leaves = None
-        row = fams.setdefault(t["family"], [0, 0, 0, 0])
+        row = fams.setdefault(t["family"], [0, 0, 0, 0, 0, 0])
+        if t.get("tables"):
+            hit, total = table_cells(t["tables"], out)
+            row[4] += hit
+            row[5] += total
         for f in t["formulas"]:
             row[1] += 1
             if f["match"] == "tex":
@@ -360,11 +393,13 @@ def generated_scores(folder: Path, fn) -> dict[str, dict]:
         for code in t["code"]:
             row[3] += 1
             row[2] += _norm_lines(code) in out_lines
-    result = {fam: {"formula_recall": r[0] / r[1] if r[1] else None, "formulas": r[1],
-                    "code_recall": r[2] / r[3] if r[3] else None, "code_blocks": r[3]} for fam, r in sorted(fams.items())}
-    tot = [sum(r[i] for r in fams.values()) for i in range(4)]
-    result["ALL"] = {"formula_recall": tot[0] / tot[1] if tot[1] else None, "formulas": tot[1],
-                     "code_recall": tot[2] / tot[3] if tot[3] else None, "code_blocks": tot[3]}
+    def row_of(r: list[int]) -> dict:
+        return {"formula_recall": r[0] / r[1] if r[1] else None, "formulas": r[1],
+                "code_recall": r[2] / r[3] if r[3] else None, "code_blocks": r[3],
+                "table_cell_recall": r[4] / r[5] if r[5] else None, "table_cells": r[5]}
+
+    result = {fam: row_of(r) for fam, r in sorted(fams.items())}
+    result["ALL"] = row_of([sum(r[i] for r in fams.values()) for i in range(6)])
     return result
 
 
@@ -392,16 +427,18 @@ def cli_wall_time(folder: Path, rounds: int) -> dict[str, float]:
     import resource
 
     assay_bin = Path(sys.executable).with_name("assay")
-    times: dict[str, list[float]] = {"assay": [], "trafilatura": []}
+    names = ("assay", "assay-native", "trafilatura")
+    times: dict[str, list[float]] = {n: [] for n in names}
     # CPU seconds of the command and its children (the watchdog's child included: it is waited for):
     # on a shared machine the wall clock also counts other users' load, the CPU time does not.
-    cpu: dict[str, list[float]] = {"assay": [], "trafilatura": []}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
-            for name in ("assay", "trafilatura"):
+            for name in names:
                 out = Path(tmp) / name
                 shutil.rmtree(out, ignore_errors=True)
-                cmd = ([str(assay_bin), "extract", "html", str(folder), str(out), "--workers", "1"] if name == "assay"
+                cmd = ([str(assay_bin), "extract", "html", str(folder), str(out), "--workers", "1"]
+                       + (["--mode", "native"] if name == "assay-native" else []) if name != "trafilatura"
                        else [sys.executable, "-c", TRAFILATURA_CLI, str(folder), str(out)])
                 r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
@@ -409,7 +446,10 @@ def cli_wall_time(folder: Path, rounds: int) -> dict[str, float]:
                 times[name].append(time.perf_counter() - t0)
                 r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu[name].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
-    return dict(cli_summary(times, cpu), rounds=rounds, load_average=os.getloadavg())
+    native = cli_summary({"assay": times["assay-native"], "trafilatura": times["trafilatura"]},
+                         {"assay": cpu["assay-native"], "trafilatura": cpu["trafilatura"]})
+    default = cli_summary({k: times[k] for k in ("assay", "trafilatura")}, {k: cpu[k] for k in ("assay", "trafilatura")})
+    return dict(default, native=native, rounds=rounds, load_average=os.getloadavg())
 
 
 def cli_summary(times: dict[str, list[float]], cpu: dict[str, list[float]]) -> dict:
@@ -480,7 +520,7 @@ def main() -> None:
     from assay.extractors.html import extract_html
 
     systems = {"trafilatura (default extract)": trafilatura_default, "assay precise": assay("precise"),
-               "assay fast": assay("fast")}
+               "assay native": assay("native"), "assay fast": assay("fast")}
     for html in ("<html><body><p>warm</p></body></html>",):
         for fn in systems.values():
             fn(html)
@@ -496,6 +536,10 @@ def main() -> None:
     for row in aeb.values():
         row["f1_vs_trafilatura"] = row["f1"] - base["f1"]
         row["speed_vs_trafilatura"] = row["pages_per_s"] / base["pages_per_s"]
+    for half in ("dev", "heldout"):  # the AEB pages of each split (native was tuned on the dev half only)
+        keys = [k for k in pages if page_split(f"aeb/{k}") == half]
+        for name in systems:
+            aeb[name][f"{half}_half"] = dict(aeb_scores({k: truth[k] for k in keys}, outs[name]), pages=len(keys))
     overhead = watchdog_overhead(pages)
 
     # 2. Snippets on the real pages of the split (AEB + magic-html article and forum).
@@ -513,6 +557,9 @@ def main() -> None:
     fpages = forum_pages()
     f_outs, f_rates = timed_interleaved(systems, {k: html for k, (html, _) in fpages.items()})
     forum = {name: dict(token_scores(fpages, f_outs[name]), pages_per_s=f_rates[name]) for name in systems}
+    split_pages = {k: v for k, v in fpages.items() if page_split(f"magic-forum/{k[:16]}") == args.split}
+    for name in systems:
+        forum[name][f"{args.split}_half"] = dict(token_scores(split_pages, f_outs[name]), pages=len(split_pages))
 
     # 4. Math and code: magic-html pages with formulas/<pre>, and every generated family.
     gen_dir = generate(args.split, args.per_family)
@@ -532,6 +579,10 @@ def main() -> None:
     for name, r in aeb.items():
         print(f"{name:32} {r['f1']:7.4f} {r['precision']:7.4f} {r['recall']:7.4f} {r['pages_per_s']:9.1f} "
               f"{r['f1_vs_trafilatura']:+7.4f} {r['speed_vs_trafilatura']:7.2f}")
+    for half in ("dev", "heldout"):
+        print(f"  AEB {half} half: " + ", ".join(
+            f"{n.split(' (')[0]} F1 {r[half + '_half']['f1']:.4f} P {r[half + '_half']['precision']:.4f}"
+            for n, r in aeb.items()) + f" ({aeb[names[0]][half + '_half']['pages']} pages)")
     print(f"watchdog (per-page child process, wall clock): {overhead['in_process']:.1f} pages/s in-process, "
           f"{overhead['watchdog']:.1f} pages/s isolated, overhead {overhead['overhead_pct']:+.1f}%")
     print(f"\nSnippet accuracy, {args.split} real pages (must-contain found and must-not-contain absent)")
@@ -541,7 +592,9 @@ def main() -> None:
             f"{_fmt(rows[n]['accuracy']):>11} ({rows[n]['checks']:4d} checks)" for n in names))
     print(f"\nForum/Q&A threads: {len(fpages)} magic-html forum pages (token P/R per page, averaged)")
     for name, r in forum.items():
-        print(f"{name:32} F1 {r['f1']:.4f}  P {r['precision']:.4f}  R {r['recall']:.4f}")
+        h = r[f"{args.split}_half"]
+        print(f"{name:32} F1 {r['f1']:.4f}  P {r['precision']:.4f}  R {r['recall']:.4f}   "
+              f"{args.split} half ({h['pages']} pages): F1 {h['f1']:.4f}")
     print(f"\nMath and code, generated {args.split} pages ({args.per_family} per family) and magic-html pages")
     print(f"{'family':20} " + " ".join(f"{n[:24]:>26}" for n in names) + "   (formula recall / code recall)")
     fams = list(generated[names[0]])
@@ -549,6 +602,8 @@ def main() -> None:
         print(f"{fam:20} " + " ".join(
             f"{_fmt(generated[n][fam]['formula_recall']):>12} / {_fmt(generated[n][fam]['code_recall']):>11}" for n in names)
             + f"   n={generated[names[0]][fam]['formulas']}/{generated[names[0]][fam]['code_blocks']}")
+    print(f"{'tables':20} " + " ".join(f"{_fmt(generated[n]['ALL']['table_cell_recall']):>26}" for n in names)
+          + f"   (cells recovered in table form, n={generated[names[0]]['ALL']['table_cells']})")
     mh = mathcode["magic-html"]
     print(f"{'magic-html':20} " + " ".join(
         f"{_fmt(mh[n]['formula_recall']):>12} / {_fmt(mh[n]['code_exact_match']):>11}" for n in names)
@@ -560,6 +615,9 @@ def main() -> None:
               f"CPU time assay {cli['assay_cpu_s']:.1f} s, trafilatura {cli['trafilatura_cpu_s']:.1f} s, "
               f"speed-up {cli['cpu_speedup']:.2f}x (paired {cli['cpu_speedup_paired']:.2f}x) "
               f"(load average {cli['load_average'][0]:.1f} on {os.cpu_count()} cores)")
+        nat = cli["native"]
+        print(f"  native: wall {nat['assay_s']:.1f} s ({nat['speedup_paired']:.2f}x paired), CPU {nat['assay_cpu_s']:.1f} s "
+              f"vs trafilatura {nat['trafilatura_cpu_s']:.1f} s: {nat['cpu_speedup']:.2f}x (paired {nat['cpu_speedup_paired']:.2f}x)")
 
     results = RESULTS if args.split == "heldout" else RESULTS.with_name("extraction-dev.json")
     results.parent.mkdir(parents=True, exist_ok=True)

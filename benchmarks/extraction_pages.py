@@ -741,6 +741,144 @@ def fam_tutorial(ctx: Ctx) -> tuple[str, dict]:
     return page, truth_of(blocks)
 
 
+# ---- families of issue #30: script-rendered KaTeX, doctest blocks, forum code in divs, tables ---
+
+def fam_katex_autorender(ctx: Ctx) -> tuple[str, dict]:
+    """KaTeX's auto-render extension: the page ships raw TeX between delimiters in its text and a
+    script renders it at load time (what a crawler sees is the TeX and the script, no glyphs)."""
+    rng = ctx.rng
+    blocks = math_doc(ctx)
+    inline_open, inline_close = rng.choice([("\\(", "\\)"), ("$", "$")])
+    body = render_blocks(blocks, lambda t: esc(f"{inline_open}{t}{inline_close}"),
+                         lambda t: "<p>" + esc(rng.choice([f"$${t}$$", f"\\[{t}\\]"])) + "</p>",
+                         lambda c, lang: f"<pre><code>{esc(c)}</code></pre>")
+    head = ("<link rel='stylesheet' href='https://cdn.jsdelivr.net/npm/katex@0.16.9/dist/katex.min.css'>"
+            "<script defer src='https://cdn.jsdelivr.net/npm/katex@0.16.9/dist/katex.min.js'></script>"
+            "<script defer src='https://cdn.jsdelivr.net/npm/katex@0.16.9/dist/contrib/auto-render.min.js' "
+            "onload='renderMathInElement(document.body);'></script>")
+    truth = truth_of(blocks)
+    if inline_open == "$":  # "$" inline is only TeX when the page's own config says so; it does here
+        head += ("<script>document.addEventListener('DOMContentLoaded',function(){renderMathInElement(document.body,"
+                 "{delimiters:[{left:'$$',right:'$$',display:true},{left:'$',right:'$',display:false}]});});</script>")
+    return shell(ctx, blocks[0][1], body, head=head), truth
+
+
+def _doctest(src: str) -> str:
+    """A Python function as a doctest session: its lines at `>>>`/`...` prompts, then a call and its
+    printed answer (what Sphinx, PyTorch and NumPy API pages show)."""
+    lines = src.split("\n")
+    out = [(">>> " if i == 0 else "... ") + line for i, line in enumerate(lines)] + ["..."]
+    name = re.match(r"def (\w+)", src)
+    out += [f">>> {name.group(1) if name else 'f'}", f"<function {name.group(1) if name else 'f'} at 0x7f3a2c1e5d30>"]
+    return "\n".join(out)
+
+
+def fam_doctest(ctx: Ctx) -> tuple[str, dict]:
+    """Doctest blocks on API pages: docutils' own doctest block, or Sphinx's `div.highlight-pycon`
+    (Pygments' console lexer, prompts in `span.gp`), beside a signature `dl` like autodoc's."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonConsoleLexer
+
+    rng = ctx.rng
+    blocks = [b for b in code_doc(ctx) if not (b[0] == "code" and b[1] != "python")]
+    blocks = [("code", "pycon", _doctest(b[2])) if b[0] == "code" else b for b in blocks]
+    style = rng.choice(["docutils", "sphinx"])
+
+    def block(code: str, lang: str) -> str:
+        if style == "docutils":
+            return f"<pre class='code python doctest'>{esc(code)}</pre>"
+        return (f"<div class='highlight-pycon notranslate'><div class='highlight'>"
+                f"{highlight(code, PythonConsoleLexer(), HtmlFormatter(nowrap=False))}</div></div>")
+
+    body = render_blocks(blocks, None, None, block)
+    sig = (f"<dl class='py function'><dt class='sig sig-object py' id='mod.fn'><span class='sig-name descname'>"
+           f"<span class='pre'>fn</span></span><span class='sig-paren'>(</span><em class='sig-param'>x</em>"
+           f"<span class='sig-paren'>)</span><a class='headerlink' href='#mod.fn'>¶</a></dt><dd>{body}</dd></dl>")
+    return shell(ctx, blocks[0][1], sig, kind="docs"), truth_of(blocks)
+
+
+def fam_forum_divcode(ctx: Ctx) -> tuple[str, dict]:
+    """Forum posts (Telerik-style threads) whose code sits in formatted `<div>`s, a div per line with
+    no-break spaces for indentation, no `<pre>`; every post is main content."""
+    rng = ctx.rng
+    posts, code = [], []
+    for i in range(rng.randint(3, 6)):
+        body = f"<p>{esc(ctx.sentence())} {esc(ctx.sentence())}</p>"
+        if rng.random() < 0.7:
+            lang, src = rng.choice(ctx.code)
+            lines = "".join(f"<div class='line'><code class='{lang} plain'>{_nbsp(esc(line)) or '&nbsp;'}</code></div>"
+                            for line in src.split("\n"))
+            body += f"<div class='reCodeBlock' style='border:1px solid #7f9db9'><div class='container'>{lines}</div></div>"
+            body += f"<p>{esc(ctx.sentence())}</p>"
+            code.append(src)
+        posts.append(f"<div class='forum-post' id='p{i}'><div class='post-author'><a href='/u/{i}'>user{i}</a>"
+                     f"<span>Posted on 12 Jan 2015</span></div><div class='post-content'>{body}</div>"
+                     f"<div class='post-actions'><a href='#'>Reply</a> <a href='#'>Link</a></div></div>")
+    bp = boilerplate(ctx)
+    title = ctx.sentence()[:70]
+    page = (f"<!DOCTYPE html><html><head><title>{esc(title)} in UI for ASP.NET AJAX | Forum</title></head><body>"
+            f"<div id='header'>{bp['nav']}</div>{bp['crumbs']}<h1>{esc(title)}</h1><div class='thread'>{''.join(posts)}</div>"
+            f"<div class='similar-threads'>{bp['related']}</div><div id='footer'>{bp['footer']}</div></body></html>")
+    return page, {"formulas": [], "code": code}
+
+
+def _nbsp(line: str) -> str:
+    return re.sub(r"^ +", lambda m: "&nbsp;" * len(m.group()), line)
+
+
+_TABLE_HEADS = ("Name", "Year", "Value", "Count", "Share", "Country", "Score", "Type", "Status", "Size")
+
+
+def table_pool(ctx: Ctx) -> list[list[str]]:
+    """A data table: a header row and 3-10 rows of words and numbers (cells without Markdown marks)."""
+    rng = ctx.rng
+    width = rng.randint(2, 5)
+    heads = rng.sample(_TABLE_HEADS, width)
+    rows = [heads]
+    for _ in range(rng.randint(3, 10)):
+        words = re.sub(r"[^\w ]", "", ctx.sentence(rng.random() < 0.3)).split()
+        first = " ".join(words[:rng.randint(1, 3)]) or "item"
+        rows.append([first] + [str(rng.choice([rng.randint(1, 99999), round(rng.random() * 100, 2)]))
+                               for _ in range(width - 1)])
+    return rows
+
+
+def fam_tables(ctx: Ctx) -> tuple[str, dict]:
+    """Data tables in article and documentation pages, rendered by Python-Markdown's tables extension,
+    by pandoc, or as a MediaWiki `wikitable` with a caption; prose around them."""
+    import markdown
+
+    rng = ctx.rng
+    blocks = ctx.doc(rng.randint(2, 4), (0, 0), 0)
+    tables = [table_pool(ctx) for _ in range(rng.randint(1, 3))]
+    renderer = rng.choice(["markdown", "pandoc", "wikitable"])
+    md_tables = ["| " + " | ".join(t[0]) + " |\n|" + "---|" * len(t[0]) + "\n" +
+                 "\n".join("| " + " | ".join(r) + " |" for r in t[1:]) for t in tables]
+    parts = []
+    for i, b in enumerate(blocks):
+        parts.append(b)
+        if b[0] == "p" and tables and rng.random() < 0.5 or i == len(blocks) - 1:
+            parts += [("table", t) for t in tables]
+            tables = []
+    html_parts = []
+    for b in parts:
+        if b[0] == "table":
+            t = b[1]
+            if renderer == "wikitable":
+                rows = "".join("<tr>" + "".join(f"<th>{esc(c)}</th>" for c in t[0]) + "</tr>" if j == 0 else
+                               "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for j, r in enumerate(t))
+                html_parts.append(f"<table class='wikitable sortable'><caption>{esc(ctx.sentence()[:50])}</caption>"
+                                  f"<tbody>{rows}</tbody></table>")
+            else:
+                md = md_tables[[x for x in parts if x[0] == "table"].index(b)]
+                html_parts.append(markdown.markdown(md, extensions=["tables"]) if renderer == "markdown" else _pandoc(md))
+        else:
+            html_parts.append(render_blocks([b], None, None, None))
+    truth = {"formulas": [], "code": [], "tables": [t for b in parts if b[0] == "table" for t in [b[1]]]}
+    return shell(ctx, blocks[0][1], "\n".join(html_parts)), truth
+
+
 FAMILIES = {
     # math
     "pandoc-mathml": fam_pandoc("--mathml"),
@@ -765,6 +903,11 @@ FAMILIES = {
     "forum-code": fam_forum_code,
     "legacy-code": fam_legacy_code,
     "tutorial-code": fam_tutorial,
+    # issue #30
+    "katex-autorender": fam_katex_autorender,
+    "doctest": fam_doctest,
+    "forum-divcode": fam_forum_divcode,
+    "tables": fam_tables,
 }
 
 

@@ -124,4 +124,14 @@ def normalize_code(tree) -> int:
             continue
         _to_pre(el, pre_text(el).strip("\n"))
         changed += 1
+    # Code written as a <div> per line inside a code-classed box (Telerik/RadEditor `reCodeBlock`,
+    # some forum and blog engines): the innermost divs are the lines.
+    for el in [el for el in tree.iter("div") if _CODE_CLASS.search(el.get("class") or "")]:
+        if el.getparent() is None or el.find(".//pre") is not None or el.find(".//br") is not None:
+            continue
+        lines = [d for d in el.iter("div") if d is not el and d.find(".//div") is None]
+        if len(lines) < 2 or any(d.tag in _BLOCK_TAGS and d.tag != "div" for d in el.iterdescendants() if isinstance(d.tag, str)):
+            continue
+        _to_pre(el, "\n".join(pre_text(d).rstrip() for d in lines))
+        changed += 1
     return changed

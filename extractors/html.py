@@ -308,6 +308,29 @@ def _fast(tree, code_blocks, include_comments: bool, posts: list):
     return text.strip(), stats
 
 
+def _native(tree, code_blocks, include_comments: bool, posts: list, title: str | None):
+    from .markdown import html_to_markdown
+    from .native import select
+    from .threads import is_thread, thread_region
+
+    text, stats = html_to_markdown(select(tree, title=title), code_blocks)
+    # Thread page: the selection is mostly one post of many; every post is content (see _precise).
+    # Selection and pruning removed nodes, so the posts still in the tree are taken again.
+    if include_comments and posts and (is_thread(text, posts) or _outweighs(posts, text)):
+        region = thread_region(tree, [p for p in posts if _attached(p)])
+        text, stats = html_to_markdown(select(region, keep_all=True), code_blocks)
+    return text, stats
+
+
+def _outweighs(posts: list, text: str) -> bool:
+    """The posts hold more text than the selection: it missed the thread (a cookie dialog, one answer)."""
+    return sum(len(p.xpath("string()")) for p in posts) >= len(text)
+
+
+def _attached(el) -> bool:
+    return el.getroottree().getroot().tag == "html"
+
+
 def extract_html(item: dict[str, Any]) -> dict[str, Any]:
     """One document: {'html': str|bytes, 'charset': str|None, 'mode', 'include_comments'} →
     {'text', 'title', 'meta'}; text '' when nothing was found. An optional 'math_passes' (from
@@ -318,8 +341,11 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
     tree, n_math, code_blocks, title, posts = _prepare(html, item.get("math_passes"), utf8)
     if tree is None:
         return {"text": "", "title": None, "meta": {"charset": charset}}
-    if item.get("mode", "precise") == "fast":
+    mode = item.get("mode", "precise")
+    if mode == "fast":
         text, stats = _fast(tree, code_blocks, item.get("include_comments", True), posts)
+    elif mode == "native":
+        text, stats = _native(tree, code_blocks, item.get("include_comments", True), posts, title)
     else:
         text, stats = _precise(tree, code_blocks, item.get("include_comments", True), posts)
     meta: dict[str, Any] = {"charset": charset, "extractor": f"assay-{item.get('mode', 'precise')}"}

@@ -66,7 +66,9 @@ class MarkdownWriter:
         return "".join(parts)
 
     def text(self, el) -> str:
-        raw = self.inline(el)
+        return self.clean(self.inline(el))
+
+    def clean(self, raw: str) -> str:
         # Collapse layout whitespace but keep explicit line breaks (<lb/>) and fenced code.
         if "```" in raw:
             return raw.strip()
@@ -103,6 +105,10 @@ class MarkdownWriter:
             cells = [self.text(c).replace("\n", " ").replace("|", "\\|") for c in row if c.tag == "cell"]
             if cells:
                 rows.append(cells)
+        return self.grid(rows)
+
+    def grid(self, rows: list[list[str]]) -> str:
+        """Rows of cell texts as a Markdown table (short rows padded), counted in the stats."""
         if not rows:
             return ""
         self.stats.tables += 1
@@ -124,13 +130,7 @@ class MarkdownWriter:
             nested = [c for c in item if c.tag == "list"]
             for c in nested:
                 item.remove(c)
-            marker = f"{n}." if ordered else "-"
-            body = self.text(item)
-            if body and "```" in body:
-                # Code keeps its lines as they are: indenting them for the list would change the code.
-                out.append("  " * depth + f"{marker} " + body)
-            elif body:
-                out.append("  " * depth + f"{marker} " + body.replace("\n", "\n" + "  " * (depth + 1)))
+            out += [_item(f"{n}." if ordered else "-", self.text(item), depth)]
             out += [self.list(c, depth + 1) for c in nested]
         return "\n".join(x for x in out if x)
 
@@ -175,6 +175,15 @@ class MarkdownWriter:
             if child.tail and child.tail.strip():
                 parts.append(" ".join(child.tail.split()))
         return "\n\n".join(parts)
+
+
+def _item(marker: str, body: str, depth: int) -> str:
+    """One list item; code keeps its lines as they are (indenting them for the list would change it)."""
+    if not body:
+        return ""
+    if "```" in body:
+        return "  " * depth + f"{marker} " + body
+    return "  " * depth + f"{marker} " + body.replace("\n", "\n" + "  " * (depth + 1))
 
 
 _BLOCKS = {"p", "head", "list", "table", "code", "quote", "div"}
@@ -227,3 +236,147 @@ def body_to_markdown(body, code_blocks: dict[str, CodeBlock]) -> tuple[str, Stat
     writer = MarkdownWriter(code_blocks)
     text = writer.blocks(body)
     return text, writer.stats
+
+
+# ---- HTML (the prepared lxml tree) → Markdown, for `native.select` -----------------------------
+
+_HTML_BLOCKS = frozenset(("p", "div", "pre", "table", "ul", "ol", "dl", "blockquote", "h1", "h2", "h3", "h4", "h5",
+                          "h6", "section", "article", "main", "header", "figure", "figcaption", "center", "details",
+                          "summary", "li", "dd", "dt", "address", "body", "html", "hr", "tr", "td", "th", "tbody",
+                          "thead", "tfoot", "caption", "form", "fieldset"))
+_HTML_LAYOUT = frozenset(("h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "dl", "pre", "table", "blockquote", "div",
+                          "section", "article"))
+
+
+class HtmlWriter(MarkdownWriter):
+    """The same Markdown as `MarkdownWriter`, read from HTML elements: headings `#`, lists, quotes,
+    tables (data tables as Markdown tables, layout tables as blocks), code fenced from the saved copy."""
+
+    def inline(self, el) -> str:
+        parts = [el.text or ""]
+        for child in el:
+            if isinstance(child.tag, str):
+                parts.append(_inline_of(self, child))
+            parts.append(child.tail or "")
+        return "".join(parts)
+
+    def table(self, el) -> str:
+        rows = [r for r in el.iter("tr") if _nearest_table(r) is el]
+        cells_of = [[c for c in r if c.tag in ("td", "th")] for r in rows]
+        layout = any(sum(1 for d in c.iter() if isinstance(d.tag, str) and d.tag in _HTML_LAYOUT) > 0 or
+                     len(c.findall("p")) > 1 for cells in cells_of for c in cells)
+        if layout or len(rows) == 1 and len(cells_of[0]) == 1:
+            return "\n\n".join(filter(None, (self.blocks(c) for cells in cells_of for c in cells)))
+        out_rows = []
+        for cells in cells_of:
+            row = []
+            for c in cells:
+                row.append(self.text(c).replace("\n", " ").replace("|", "\\|"))
+                span = c.get("colspan")
+                if span and span.isdigit():
+                    row += [""] * min(int(span) - 1, 50)
+            if any(row):
+                out_rows.append(row)
+        grid = self.grid(out_rows)
+        caption = el.find("caption")
+        head = self.text(caption) if caption is not None and grid else ""
+        return (head + "\n\n" if head else "") + grid
+
+    def list(self, el, depth: int = 0) -> str:
+        ordered = el.tag == "ol"
+        out, n = [], 0
+        for item in el:
+            if item.tag not in ("li", "dt", "dd"):
+                continue
+            n += 1
+            self.stats.list_items += 1
+            nested = [c for c in item if c.tag in ("ul", "ol")]
+            for c in nested:
+                tail = c.tail
+                c.getparent().remove(c)
+                c.tail = None
+                if tail and tail.strip():
+                    item.append(item.makeelement("span", {}))
+                    item[-1].text = tail
+            body = self.blocks(item) if any(isinstance(c.tag, str) and c.tag in _HTML_LAYOUT for c in item) \
+                else self.text(item)
+            out += [_item(f"{n}." if ordered else "-", body, depth)] + [self.list(c, depth + 1) for c in nested]
+        return "\n".join(x for x in out if x)
+
+    def block(self, el) -> str:
+        tag = el.tag
+        if tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+            txt = self.text(el).replace("\n", " ")
+            if not txt:
+                return ""
+            self.stats.headings += 1
+            return "#" * int(tag[1]) + " " + txt
+        if tag in ("ul", "ol"):
+            return self.list(el)
+        if tag == "dl":
+            return "\n".join(filter(None, (self.text(c) for c in el if c.tag in ("dt", "dd"))))
+        if tag == "table":
+            return self.table(el)
+        if tag == "pre":
+            return self.fence(el) if el.text_content().strip() else ""
+        if tag == "blockquote":
+            inner = self.blocks(el)
+            return "\n".join("> " + line if line else ">" for line in inner.split("\n")) if inner else ""
+        if tag in ("hr", "br", "img"):
+            return ""
+        if tag == "p" and not any(isinstance(c.tag, str) and c.tag in _HTML_LAYOUT for c in el):
+            return self.text(el)
+        return self.blocks(el)
+
+    def blocks(self, el) -> str:
+        """Runs of text and inline elements become paragraphs between the block children."""
+        parts, run = [], [el.text or ""]
+
+        def flush() -> None:
+            text = self.clean("".join(run))
+            if text:
+                parts.append(text)
+
+        for child in el:
+            tag = child.tag
+            if isinstance(tag, str) and tag in _HTML_BLOCKS and tag != "br":
+                flush()
+                run = []
+                out = self.block(child)
+                if out:
+                    parts.append(out)
+            elif isinstance(tag, str):
+                run.append(_inline_of(self, child))
+            run.append(child.tail or "")
+        flush()
+        return "\n\n".join(parts)
+
+
+def _inline_of(writer: HtmlWriter, child) -> str:
+    if child.tag == "br":
+        return "\n"
+    if child.tag in ("code", "tt", "kbd"):
+        inner = child.text_content()
+        if "\n" in inner.strip():
+            return "\n\n" + writer.fence(child) + "\n\n"
+        inner = inner.strip()
+        tick = "``" if "`" in inner else "`"
+        return f"{tick}{inner}{tick}" if inner else ""
+    if child.tag in _HTML_BLOCKS:  # a block inside inline markup (<a><div>..</div></a>)
+        block = writer.block(child)
+        return f"\n\n{block}\n\n" if block else "\n"
+    if child.tag == "img":
+        return ""
+    return writer.inline(child)
+
+
+def _nearest_table(el):
+    for a in el.iterancestors("table"):
+        return a
+    return None
+
+
+def html_to_markdown(elements: list, code_blocks: dict[str, CodeBlock]) -> tuple[str, Stats]:
+    writer = HtmlWriter(code_blocks)
+    parts = [writer.block(el) if el.tag not in ("body", "html") else writer.blocks(el) for el in elements]
+    return "\n\n".join(p for p in parts if p), writer.stats

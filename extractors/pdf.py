@@ -235,7 +235,8 @@ class PdfParams(Params):
         "pypdf (BSD, pure Python). auto: pymupdf if installed, else pdfium.")
     min_chars: int = Field(50, ge=0, description="Fewer extracted characters than this: reject (image_only_pdf / no_text).")
     max_bytes: int = Field(200_000_000, gt=0, description="Reject files larger than this (too_large).")
-    timeout_s: float = Field(60.0, gt=0, description="Wall-clock limit per PDF (timeout).")
+    timeout_s: float = Field(60.0, gt=0, description="CPU-time limit per PDF (timeout); see extract.html's timeout_s.")
+    wall_s: float = Field(1800.0, gt=0, description="Wall-clock last resort per PDF: past it the task fails for a rerun.")
     memory_mb: int = Field(4096, gt=0, description="Address-space cap of the extraction child process.")
     isolate: bool = Field(True, description="Run each PDF in a recycled child process so timeout_s holds.")
     source: str | None = Field(None, description="Value of the `source` column (default: pdf).")
@@ -276,7 +277,7 @@ class ExtractPdf(FileReader):
 
             p = self.params
             isolate = p.isolate and not mp.current_process().daemon
-            self._watchdog = Watchdog(extract_pdf, p.timeout_s, p.memory_mb, isolate)
+            self._watchdog = Watchdog(extract_pdf, p.timeout_s, p.memory_mb, isolate, p.wall_s)
         return self._watchdog
 
     def __del__(self) -> None:

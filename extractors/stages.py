@@ -19,13 +19,17 @@ from .urls import url_domain
 
 
 class HtmlOptions(Params):
-    mode: Literal["precise", "fast"] = Field(
+    mode: Literal["precise", "fast", "native"] = Field(
         "precise", description="precise: trafilatura main-content selection + Assay's Markdown writer; "
-        "fast: resiliparse main content (about 3x faster, lower precision). Both keep math and code.")
+        "native: Assay's own selector (boilerplate scoring, no trafilatura; several times faster); "
+        "fast: resiliparse main content (lower precision). All keep math and code.")
     include_comments: bool = Field(True, description="Keep comment/answer sections (forums, Q&A pages).")
     min_chars: int = Field(1, ge=0, description="Reject pages whose extracted text is shorter (reason no_content).")
     max_bytes: int = Field(10_000_000, gt=0, description="Reject pages larger than this many bytes before parsing (too_large).")
-    timeout_s: float = Field(10.0, gt=0, description="Wall-clock limit per page; a page over it is killed and rejected (timeout).")
+    timeout_s: float = Field(10.0, gt=0, description="CPU-time limit per page (the extraction child's CPU clock, so a "
+                             "page's fate does not depend on machine load); a page over it is killed and rejected (timeout).")
+    wall_s: float = Field(300.0, gt=0, description="Wall-clock last resort per page: a page not done after this long "
+                          "without using up timeout_s (a starved machine) fails the task, which a rerun retries; never a reject.")
     memory_mb: int = Field(4096, gt=0, description="Address space the extraction child may map beyond what it inherits (too_large when hit).")
     isolate: bool = Field(True, description="Run extraction in a recycled child process so timeout_s can be enforced; "
                           "false runs in-process (no time limit; for debugging and overhead measurements).")
@@ -41,7 +45,11 @@ class _HtmlExtracting:
 
     def setup(self) -> None:
         from . import html  # noqa: F401  (import lxml/trafilatura before forking the child)
-        import trafilatura  # noqa: F401
+
+        if self.params.mode == "precise":
+            import trafilatura  # noqa: F401
+        elif self.params.mode == "native":
+            from . import native, threads  # noqa: F401
 
     def watchdog(self) -> Watchdog:
         if self._watchdog is None:
@@ -49,7 +57,7 @@ class _HtmlExtracting:
 
             p = self.params
             isolate = p.isolate and not mp.current_process().daemon  # daemons may not fork children
-            self._watchdog = Watchdog(extract_html, p.timeout_s, p.memory_mb, isolate)
+            self._watchdog = Watchdog(extract_html, p.timeout_s, p.memory_mb, isolate, p.wall_s)
         return self._watchdog
 
     def __del__(self) -> None:

@@ -73,9 +73,13 @@ def caused_by_input(exc: BaseException) -> bool:
 
     Arrow's MemoryError is the exception: Arrow raises it when one allocation fails, typically the
     size a corrupt file's metadata asked for, so it is the file's fault, not this worker's."""
+    from .service import ShardUnfinished
+
     if isinstance(exc, MemoryError):
         return isinstance(exc, pa.ArrowException)
-    return isinstance(exc, Exception)
+    # The shard could not be finished for a reason outside the document (an extraction child that
+    # made no progress on a starved machine): the task fails and a rerun retries it.
+    return isinstance(exc, Exception) and not isinstance(exc, ShardUnfinished)
 
 
 def reject_reason(exc: BaseException, default: str) -> str:

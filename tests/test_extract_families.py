@@ -1,5 +1,7 @@
 """Math and code in the shapes real sites print them (issue #10's failure families), on pages built
 here: each test would fail on the extractor before the fix it covers."""
+import re
+
 import pytest
 
 from assay.extractors.html import extract_html
@@ -147,13 +149,17 @@ CODE_SHAPES = {
     "smf-code-br": f"<div class='codeheader'>Code</div><code class='bbc_code'>{_nbsp_br(CODE)}</code>",
     "w3-div-br": f"<div class='w3-example'><div class='w3-code notranslate pythonHigh'>{_nbsp_br(CODE)}</div></div>",
     "textarea": f"<div class='codeblock'><textarea name='code' class='python' rows='4' readonly>{_esc(CODE)}</textarea></div>",
+    # Telerik/RadEditor forum posts: a div per line, no-break spaces for the indentation, no <pre>
+    "div-per-line": "<div class='reCodeBlock'><div class='container'>" + "".join(
+        "<div class='line'><code class='python plain'>" + (re.sub(r"^ +", lambda m: "&nbsp;" * len(m.group()), _esc(line))
+                                                          or "&nbsp;") + "</code></div>" for line in LINES) + "</div></div>",
 }
 
 
 @pytest.mark.parametrize("shape", sorted(CODE_SHAPES))
 def test_code_shapes_come_back_line_for_line(shape):
     html = page(f"<p>The function: {FILL}</p>{CODE_SHAPES[shape]}<p>After the block. {FILL}</p>")
-    for mode in ("precise", "fast"):
+    for mode in ("precise", "fast", "native"):
         text = text_of(html, mode)
         assert "\n" + CODE + "\n```" in text, (shape, mode)
         assert "After the block." in text
@@ -188,7 +194,7 @@ def test_every_post_of_a_thread_whose_posts_mark_their_body_again():
         f"</div></div></div><div class='signature'>Sent from my phone</div></div></div></li>"
         for i in range(4))
     html = (f"<html><body>{NAV}<h1>Help with area</h1><ol id='posts' class='posts'>{posts}</ol>{FOOT}</body></html>")
-    for mode in ("precise", "fast"):
+    for mode in ("precise", "fast", "native"):
         text = text_of(html, mode)
         for i in range(4):
             assert f"Reply number {i} says this." in text, (mode, i)

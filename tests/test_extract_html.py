@@ -43,9 +43,9 @@ PAGE = f"""<!doctype html><html><head><title>FFT notes</title></head><body>
 </body></html>"""
 
 
-@pytest.fixture(scope="module")
-def page():
-    return extract_html({"html": PAGE.encode()})
+@pytest.fixture(scope="module", params=["precise", "native"])
+def page(request):
+    return extract_html({"html": PAGE.encode(), "mode": request.param})
 
 
 def test_math_comes_out_as_latex(page):
@@ -240,21 +240,27 @@ _SHAPE_HTML = SHAPE_CODE.replace("<", "&lt;")
 def test_code_block_shapes_come_out_verbatim(block):
     html = (f"<html><body><nav><a href='/'>Home</a></nav><article><h1>Loops</h1><p>{FILLER}</p>{block}"
             f"<p>After the block. {FILLER}</p></article></body></html>")
-    for mode in ("precise", "fast"):
+    for mode in ("precise", "fast", "native"):
         text = extract_html({"html": html, "mode": mode})["text"]
         assert f"```python\n{SHAPE_CODE}\n```" in text, mode
         assert "Copy" not in text and "hljs" not in text and "After the block." in text
 
 
 def _echo_after(item):
+    """Answers item[0] after spending item[1] seconds of CPU time (or of sleep, for "sleep")."""
     if item[0] == "die":
         os._exit(3)
-    time.sleep(item[1])
+    if item[0] == "sleep":
+        time.sleep(item[1])
+    else:
+        end = time.process_time() + item[1]
+        while time.process_time() < end:
+            pass
     return item[0]
 
 
 def test_watchdog_submit_answers_the_right_item_and_counts_time_from_the_hand_over():
-    from assay.extractors.limits import Watchdog
+    from assay.extractors.limits import Watchdog, _cpu_seconds
 
     with Watchdog(_echo_after, timeout_s=1.0) as dog:
         first, second = ("a", 0.6), ("b", 0.6)
@@ -262,13 +268,15 @@ def test_watchdog_submit_answers_the_right_item_and_counts_time_from_the_hand_ov
         assert dog.submit(first) and dog.submit(second) and not dog.submit(("c", 0.0))
         assert dog.submit(second)  # queued already: not sent twice
         assert dog.run(first).value == "a" and dog.run(second).value == "b"
-        # Collected late: the limit runs from the hand-over, not from the call that collects it.
-        slow = ("slow", 3.0)
+        # Collected late: the limit runs from the hand-over, not from the call that collects it. The
+        # item needs 1.5 s of CPU; counted from the collecting call, after 0.6 s, it would finish.
+        slow = ("slow", 1.5)
         assert dog.submit(slow)
-        time.sleep(0.7)
-        start = time.monotonic()
+        handed = _cpu_seconds(dog._proc.pid)
+        while _cpu_seconds(dog._proc.pid) - handed < 0.6:
+            time.sleep(0.02)
         out = dog.run(slow)
-        assert not out.ok and out.reason == "timeout" and time.monotonic() - start < 0.8
+        assert not out.ok and out.reason == "timeout"
         # An item handed over but never collected: its answer must not come back as another's.
         assert dog.submit(("stale", 0.2))
         assert dog.run(("fresh", 0.0)).value == "fresh"
@@ -281,6 +289,62 @@ def test_watchdog_submit_answers_the_right_item_and_counts_time_from_the_hand_ov
             assert dog.run(after).value == "after"
     with Watchdog(_echo_after, isolate=False) as dog:
         assert not dog.submit(("x", 0.0)) and dog.run(("x", 0.0)).value == "x"
+
+
+def test_watchdog_limits_cpu_time_and_leaves_a_stalled_item_unfinished():
+    """A page's fate depends on the CPU time it takes, not on the wall clock: an item that waits
+    (a starved machine) is no timeout; past the wall-clock last resort the batch fails for a rerun
+    (Unfinished, which the readers' guards let through) instead of committing a reject."""
+    from assay.extractors.limits import Unfinished, Watchdog
+    from assay.pipeline.readers import caused_by_input
+
+    with Watchdog(_echo_after, timeout_s=0.5, wall_s=3.0) as dog:
+        assert dog.run(("sleep", 1.2)).value == "sleep"  # 1.2 s of wall time, no CPU: within the limit
+        out = dog.run(("spin", 2.0))
+        assert not out.ok and out.reason == "timeout" and "CPU" in out.detail
+        start = time.monotonic()
+        with pytest.raises(Unfinished) as err:
+            dog.run(("sleep", 30.0))
+        assert 2.9 < time.monotonic() - start < 5 and not caused_by_input(err.value)
+        assert dog._proc is None and dog.run(("after", 0.0)).value == "after"
+
+
+def _hog(stop):
+    while not stop.is_set():
+        pass
+
+
+def test_html_pages_fare_the_same_at_load_zero_and_under_a_cpu_hog(tmp_path):
+    """#29: the wall-clock limit rejected a large page under load and kept it at low load. With the
+    CPU-time limit the dataset is the same with 4 busy processes per core beside the extraction."""
+    import multiprocessing as mp
+
+    # A page that takes about 0.2 s of CPU time, within the 0.5 s limit, and several times that on
+    # the wall clock under the hog; an endless page over the limit either way; a plain page.
+    rows = "".join(f"<tr><td>row {i}</td><td>{'word ' * 12}</td></tr>" for i in range(3000))
+    (tmp_path / "1-big.html").write_text(f"<html><body><h1>Big</h1><p>{FILLER}</p><table>{rows}</table></body></html>")
+    endless = "<table>" + ("<tr><td>row</td><td>" + "w " * 20 + "</td></tr>") * 60_000 + "</table>"
+    (tmp_path / "2-endless.html").write_text("<html><body>" + "<div>" * 200 + endless + "</div>" * 200 + "</body></html>")
+    (tmp_path / "3-page.html").write_text(PAGE)
+
+    def dataset():
+        table, _ = _run(_files_stage(tmp_path, timeout_s=0.5))
+        return sorted((json.loads(r["meta"])["path"].rsplit("/", 1)[-1], r["reject_reason"], r["text"])
+                      for r in table.to_pylist())
+
+    idle = dataset()
+    stop = mp.Event()
+    hogs = [mp.Process(target=_hog, args=(stop,), daemon=True) for _ in range(4 * len(os.sched_getaffinity(0)))]
+    for h in hogs:
+        h.start()
+    try:
+        loaded = dataset()
+    finally:
+        stop.set()
+        for h in hogs:
+            h.join(5)
+    assert [r[:2] for r in idle] == [("1-big.html", None), ("2-endless.html", "timeout"), ("3-page.html", None)]
+    assert loaded == idle
 
 
 def test_html_files_stage_output_is_the_same_with_and_without_the_child(tmp_path):

@@ -1,0 +1,298 @@
+"""Assay's own main-content selector (`mode=native`): boilerplate scoring on the prepared lxml tree,
+written out as Markdown by `markdown.HtmlWriter`. No trafilatura in the loop.
+
+The prepared tree (`html._prepare`) already holds formulas as `$tex$` text, code as plain `<pre>`,
+and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
+
+1. One bottom-up pass measures every element: its text, the share of that text inside links, and the
+   text that is its own (text and inline children, not nested blocks): a *paragraph* when that is at
+   least `_MIN_PARAGRAPH` characters.
+2. Each paragraph scores by its length and its links (a line of links scores nothing) and gives its
+   score to its parent, half to its grandparent, a third to the next ancestor: the container that
+   holds most of the page's running text wins. Class and id words add or subtract evidence
+   (`article`, `entry-content` for; `sidebar`, `related`, `comment`, `share` against), and the
+   container's own link density scales its score down (a menu of long titles).
+3. The winner's siblings join when they score a fair share of the winner, or are plain paragraphs
+   with few links (an article body split around an advertisement).
+4. Inside the selection, blocks that read as boilerplate go: class/id evidence against them with a
+   small share of the text, link lists, headings that are links, blocks of images or form controls.
+   Code blocks and formulas are never pruned for their links or size.
+
+Repeated blocks across a site's pages are not used: the stage sees one page at a time.
+"""
+from __future__ import annotations
+
+import re
+
+# Class/id words: evidence a block is boilerplate / main content (whole words of the class or id).
+_NEGATIVE = re.compile(
+    r"(?:^|[-_\s])(?:comments?|commentlist|respond|sidebar|side|widgets?|footer|foot|navbar|nav|menu|share|sharing"
+    r"|social|related|relatedposts|breadcrumbs?|crumbs|cookies?|consent|banner|advert\w*|ads?|adsense|adslot|dfp"
+    r"|promo\w*|sponsor\w*|subscribe|subscription|newsletter|signup|popup|modal|tags|taglist|tag-list|byline"
+    r"|author-?bio|authorbox|about-author|pagination|pager|paging|skip|print|rating|toolbar|masthead|teasers?"
+    r"|recommend\w*|outbrain|taboola|disqus|login|follow|shoutbox|dialog|overlay|trending|popular|most-?read"
+    r"|read-?more|more-stories|newsflash|sitemap|breaking|meta|post-meta|entry-meta|postmeta|widget-area|hidden"
+    r"|jump|links|linklist|blogroll|archive|categories|category|signature|sig|userinfo|postprofile|profile"
+    r"|avatar|credits?|caption|copyright|legal|disclaimer|license|gallery|slideshow|carousel|video-?player"
+    r"|inline-?ad|native-?ad|partner|affiliate|shopping|offers?|donate|support-us|feedback|survey|poll"
+    r"|onetrust\w*|ot-pc\w*|ot-sdk\w*|gdpr\w*|cmp\w*|toc|table-of-contents|contents-list|edit|editsection|mw-editsection|noprint|navbox|catlinks|printfooter)"
+    r"(?:$|[-_\s\d])", re.I)
+_POSITIVE = re.compile(
+    r"(?:^|[-_\s])(?:article\w*|body|content|entry|entry-content|main|post|post-?body|post-?content|story\w*"
+    r"|blog|prose|markdown\w*|rst-content|document|hentry|page-?content|section|chapter|mw-parser-output"
+    r"|(?:post|entry|article|story|body|main)-?text|message|answer|question|postcontent|td-post-content|field-?item|node-?content|itemprop)"
+    r"(?:$|[-_\s\d])", re.I)
+_CLASS_WEIGHT = 25.0
+
+_BLOCK = frozenset(("p", "div", "pre", "table", "ul", "ol", "dl", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6",
+                    "section", "article", "main", "header", "figure", "figcaption", "form", "fieldset", "hr",
+                    "center", "details", "summary", "li", "dd", "dt", "tr", "td", "th", "tbody", "thead", "tfoot",
+                    "address", "body", "html", "caption", "br"))
+_HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
+_MIN_PARAGRAPH = 25
+_TAG_SCORE = {"div": 5.0, "article": 10.0, "main": 5.0, "section": 3.0, "pre": 3.0, "td": 3.0, "blockquote": 3.0,
+              "ul": -3.0, "ol": -3.0, "dl": -3.0, "form": -3.0, "li": -3.0, "th": -5.0, "address": -3.0,
+              "h1": -5.0, "h2": -5.0, "h3": -5.0, "h4": -5.0, "h5": -5.0, "h6": -5.0}
+
+
+class Measures:
+    """Per element: all text chars, chars inside links, own paragraph chars and their link chars.
+    Held in dicts keyed by element: the proxies stay alive while `self.order` holds them."""
+
+    __slots__ = ("order", "total", "links", "own", "own_links", "commas")
+
+    def __init__(self, root):
+        self.order = [e for e in root.iter() if isinstance(e.tag, str)]
+        total, links, own, own_links, commas = {}, {}, {}, {}, {}
+        for el in reversed(self.order):  # every descendant comes before its ancestors
+            text = el.text or ""
+            t = len(text.strip())
+            c = text.count(",")
+            in_link = el.tag == "a"
+            o, ol, tl = t, 0, 0
+            for kid in el:
+                tail = kid.tail or ""
+                if tail:
+                    n = len(tail.strip())
+                    t += n
+                    o += n
+                    c += tail.count(",")
+                if not isinstance(kid.tag, str):
+                    continue
+                t += total[kid]
+                tl += links[kid]
+                if kid.tag not in _BLOCK:  # inline: its text is part of this block's paragraph
+                    o += own[kid]
+                    ol += own_links[kid]
+                    c += commas[kid]
+            total[el] = t
+            links[el] = t if in_link else tl
+            own[el] = o
+            own_links[el] = o if in_link else ol
+            commas[el] = c
+        self.total, self.links, self.own, self.own_links, self.commas = total, links, own, own_links, commas
+
+    def density(self, el) -> float:
+        t = self.total[el]
+        return self.links[el] / t if t else 0.0
+
+
+_WEIGHTS: dict[str, float] = {}  # class and id string → weight: pages repeat a few strings many times
+
+
+def class_weight(el) -> float:
+    cls, ident = el.get("class"), el.get("id")
+    weight = 2 * _CLASS_WEIGHT if el.get("itemprop") == "articleBody" else 0.0
+    if ident and ident.count("-") >= 3:
+        ident = None  # a slug of the section's heading ("why-the-profile-matters"): words, no evidence
+    if not cls and not ident:
+        return weight
+    names = f"{cls or ''} {ident or ''}"
+    found = _WEIGHTS.get(names)
+    if found is None:
+        found = (_CLASS_WEIGHT if _POSITIVE.search(names) else 0.0) - (_CLASS_WEIGHT if _NEGATIVE.search(names) else 0.0)
+        if len(_WEIGHTS) > 50_000:
+            _WEIGHTS.clear()
+        _WEIGHTS[names] = found
+    return weight + found
+
+
+def _score_candidates(m: Measures) -> dict:
+    scores: dict = {}
+    for el in m.order:
+        own = m.own[el]
+        if own < _MIN_PARAGRAPH or el.tag not in _BLOCK or el.tag in _HEADINGS:
+            continue
+        links = m.own_links[el]
+        if links > 0.5 * own:
+            continue  # a line of links: navigation, not a paragraph
+        score = (1.0 + m.commas[el] + min(own / 100.0, 3.0)) * (1.0 - links / own)
+        node, share = el.getparent(), 1.0
+        for _ in range(3):
+            if node is None or node.tag == "html":
+                break
+            scores[node] = scores.get(node, 0.0) + score / share
+            node, share = node.getparent(), share + 1.0
+        if el.tag not in ("pre", "td", "blockquote", "p"):
+            # A block of text with no paragraph markup (text in a div) is a candidate itself.
+            scores[el] = scores.get(el, 0.0) + score
+    # Class and id evidence scales what the text earned: a tiny element named `content` must not
+    # beat the article, and a big one named `comments` can still win a page that is all comments.
+    return {el: (s + _TAG_SCORE.get(el.tag, 0.0)) * (1.0 - m.density(el)) * (1.0 + class_weight(el) / (2 * _CLASS_WEIGHT))
+            for el, s in scores.items()}
+
+
+def _top(scores: dict, m: Measures):
+    if not scores:
+        return None
+    best = max(scores, key=scores.get)
+    # A winner that shares its ancestor with other strong candidates is one part of a body split in
+    # sections: go up while the ancestor scores close to it or holds most of the page's paragraph text.
+    top_score = scores[best]
+    strong = [el for el, s in scores.items() if s >= 0.75 * top_score and el is not best]
+    if len(strong) >= 2:
+        ancestors = set(best.iterancestors())
+        for el in strong:
+            shared = [a for a in el.iterancestors() if a in ancestors]
+            if shared:
+                ancestors &= set(shared)
+        for a in best.iterancestors():
+            if a in ancestors and a.tag not in ("html", "body"):
+                if sum(1 for el in strong if a in set(el.iterancestors())) >= 2:
+                    best = a
+                break
+    parent = best.getparent()
+    while parent is not None and parent.tag not in ("html", "body") and m.total[parent] and \
+            m.total[best] >= 0.85 * m.total[parent] and m.density(parent) < 0.3:
+        best, parent = parent, parent.getparent()  # a wrapper that adds a title or a line: take it
+    return best
+
+
+def _selection(root, m: Measures, scores: dict) -> list:
+    top = _top(scores, m)
+    if top is None:
+        return [root]
+    parent = top.getparent()
+    if parent is None:
+        return [top]
+    threshold = max(10.0, 0.2 * scores.get(top, 0.0))
+    chosen = []
+    for sib in parent:
+        if not isinstance(sib.tag, str):
+            continue
+        if sib is top:
+            chosen.append(sib)
+            continue
+        s = scores.get(sib)
+        if s is not None and s + (_CLASS_WEIGHT * 0.2 if sib.get("class") == top.get("class") else 0) >= threshold \
+                and class_weight(sib) >= 0:
+            chosen.append(sib)
+        elif sib.tag in ("p", "pre", "blockquote", "ul", "ol", "table", "h2", "h3", "h4") and class_weight(sib) >= 0:
+            own, d = m.total[sib], m.density(sib)
+            if sib.tag == "pre" or (own > 80 and d < 0.25) or (0 < own <= 80 and d == 0 and _sentence(sib)):
+                chosen.append(sib)
+    return chosen
+
+
+_SENTENCE_END = re.compile(r"[.!?。！？]\s*$")
+
+
+def _sentence(el) -> bool:
+    return bool(_SENTENCE_END.search(el.text_content()))
+
+
+_KEEP = frozenset(("pre", "math", "table", "tbody", "thead", "tr", "td", "th"))
+_LISTS = frozenset(("ul", "ol", "dl"))
+
+
+_INLINE = frozenset(("span", "time", "small"))  # pruned only for their class (a span.byline), not their links
+_PRUNED = _BLOCK | _INLINE | {"figure"}
+# Short lines that are page furniture whatever their markup: bylines, datelines, copyright and share
+# lines, "related" and comment-count headings. Only blocks under _SHORT characters are tested.
+_SHORT = 100
+_FURNITURE = re.compile(
+    r"^(?:©|\(c\)\s|copyright\b|all rights reserved|(?:first\s+)?published\b|(?:last\s+)?updated\b|posted\b"
+    r"|share\b|follow us|read more\b|read also\b|related\b|you may also like|more from\b|recommended\b"
+    r"|advertisement\b|anzeige\b|werbung\b|\d+\s+(?:comments?|replies)\b|comments?\b|tags?:|filed under\b"
+    r"|photo\s*:|image\s*:|credit\s*:|source\s*:|sign up\b|subscribe\b|click here\b|loading\b)", re.I)
+_DATE = re.compile(r"\b(?:19|20)\d\d\b|\b\d{1,2}:\d\d\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d", re.I)
+_BYLINE = re.compile(r"^(?:by|von|par|por|di|door|av|от|текст:)\s", re.I)
+
+
+def _furniture(node, total: int) -> bool:
+    """A short block that reads as a byline, a dateline or a site's stock line."""
+    text = " ".join(node.text_content().split())
+    if not text:
+        return False
+    if _FURNITURE.match(text) or _BYLINE.match(text) and not _SENTENCE_END.search(text):
+        return True
+    return len(text) < 80 and len(text.split()) <= 10 and bool(_DATE.search(text)) and not _SENTENCE_END.search(text)
+
+
+def _prune(el, m: Measures, body_chars: int) -> None:
+    """Drop the boilerplate blocks inside a chosen element (in place)."""
+    holds_code = {a for pre in el.iter("pre") for a in pre.iterancestors()}  # code is content wherever it is
+    for node in list(el.iterdescendants(*_PRUNED)):
+        if node.tag in _KEEP or node in holds_code or node.getparent() is None:
+            continue
+        total = m.total.get(node)
+        if total is None:
+            continue
+        weight = class_weight(node)
+        density = m.density(node)
+        drop = False
+        if weight < 0 and total < 0.3 * body_chars:
+            drop = True
+        elif node.tag in _INLINE:
+            drop = node.tag == "time" and node.getparent().tag in _BLOCK and not (node.getparent().text or "").strip()
+        elif total < _SHORT and node.tag != "li" and _furniture(node, total):
+            drop = True
+        elif node.tag in _HEADINGS:
+            drop = density > 0.5
+        elif node.tag in _LISTS or node.tag in ("div", "section", "p", "li", "header", "figure"):
+            if density > 0.5 and total < 0.5 * body_chars:
+                drop = True
+            elif node.tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
+                    m.commas[node] < 5 and total < 0.25 * body_chars:
+                drop = True
+        elif node.tag in ("form", "fieldset", "figcaption", "caption", "address"):
+            drop = node.tag != "caption"
+        if drop:
+            tail = node.tail
+            parent = node.getparent()
+            prev = node.getprevious()
+            if tail and tail.strip():
+                if prev is not None:
+                    prev.tail = (prev.tail or "") + tail
+                else:
+                    parent.text = (parent.text or "") + tail
+            parent.remove(node)
+
+
+def _drop_headline(chosen: list, title: str) -> None:
+    """The page's headline is its title (`meta.title`), not part of the text: the first heading of
+    the selection goes when the title holds it."""
+    key = " ".join(title.split()).lower()
+    for el in chosen:
+        for h in el.iter("h1", "h2"):
+            text = " ".join(h.text_content().split()).lower()
+            if text and len(text) >= 10 and text in key and h.getparent() is not None:
+                h.drop_tree()
+            return
+
+
+def select(root, keep_all: bool = False, title: str | None = None) -> list:
+    """The main-content elements of a prepared tree, in page order, pruned. `keep_all`: the tree is
+    a thread region (every post is content): prune only. `title`: the page's title, whose headline
+    is dropped from the text."""
+    body = root.find("body") if root.tag == "html" else root
+    if body is None:
+        body = root
+    m = Measures(body)
+    chosen = [body] if keep_all else _selection(body, m, _score_candidates(m))
+    body_chars = sum(m.total.get(el, 0) for el in chosen) or 1
+    for el in chosen:
+        _prune(el, m, body_chars)
+    if title and not keep_all:
+        _drop_headline(chosen, title)
+    return chosen
