@@ -66,8 +66,15 @@ def test_default_scores_do_not_depend_on_the_batch(tier, monkeypatch):
     monkeypatch.setattr(ftmodel, "PARALLEL_ROWS", 7)
     for threads in (1, 5):
         monkeypatch.setattr(ftmodel, "_threads", lambda threads=threads: threads)
-        ftmodel._pools.clear()
+        _drop_pools()
         assert score_columns(tier.process(table)) == ref
+    _drop_pools()
+
+
+def _drop_pools() -> None:
+    """Shut ftmodel's thread pool down, so the next batch starts one of the current _threads()."""
+    for pool in ftmodel._pools.values():
+        pool.shutdown()
     ftmodel._pools.clear()
 
 
