@@ -104,3 +104,24 @@ def test_token_kernels_read_only_what_they_wrote():
     dirty = np.frombuffer(("hello world " * 800_000).encode(), np.uint8).copy()
     got, _ = compiled.probabilities(text, MAX_CHARS, dirty)
     assert np.array_equal(got, want)
+
+
+def test_numba_cache_changes_with_the_compiled_modules():
+    """numba checks only a kernel's own file: ftpredict compiles kernels' tokenizer into itself, so an
+    edit to filters/kernels.py must start a fresh compile cache (the folder is keyed by the modules)."""
+    import os
+    from pathlib import Path
+
+    import assay.filters.kernels as kernels
+    from assay.pipeline import _numba_cache_dir
+
+    assert os.environ["NUMBA_CACHE_DIR"] == _numba_cache_dir()
+    before = _numba_cache_dir()
+    path = Path(kernels.__file__)
+    st = path.stat()
+    try:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        assert _numba_cache_dir() != before
+    finally:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert _numba_cache_dir() == before
