@@ -6,6 +6,7 @@ nothing and a changed one (a source re-curated, a weight edited) re-runs exactly
 reaches:
 
     OUT/tokenizer/              `mix.tokenizer`: _artifacts/tokenizer.json, trained or loaded + specials
+    OUT/tokenizer.json          a copy of it, for other mixtures and tools to name (`tokenizer: {path: ...}`)
     OUT/tokenized-<name>/       `mix.tokenize` of each distinct source dataset (any engine)
     OUT/<stage id>/             `mix.pack` of each training stage: token shards + manifest
     OUT/plan.json               the plan the stages were built from
@@ -36,6 +37,15 @@ PLAN_FILE = "plan.json"
 def tokenizer_path(out: Path) -> Path:
     """The tokenizer a built mixture used."""
     return Path(out) / TOKENIZER_STAGE / "_artifacts" / TOKENIZER_JSON
+
+
+def _publish_tokenizer(out: Path) -> None:
+    """OUT/tokenizer.json: the tokenizer stage's artifact where other mixtures (the raw arm, the
+    held-out set) and people can find it; rewritten only when it differs."""
+    made = tokenizer_path(out).read_bytes()
+    published = Path(out) / TOKENIZER_JSON
+    if not published.exists() or published.read_bytes() != made:
+        atomic_write_text(published, made.decode())
 
 
 def tokenized_name(path: Path) -> str:
@@ -81,6 +91,7 @@ def tokenize_sources(mixture: Mixture, out: Path, engine: str, options: dict | N
                                   "seed": mixture.seed}, stage_id=TOKENIZER_STAGE)
     trained_on = sorted(set(paths.values())) if spec.train is not None else []  # a loaded one reads only its file
     _log_result(run_stage(tok_stage, trained_on, out / TOKENIZER_STAGE, owner=_owner(mixture)), log)
+    _publish_tokenizer(out)
     uses_meta = mixture.meta is not None and any(s.meta for s in mixture.stages)
     uses_fim = any(s.fim_rate > 0 for s in mixture.stages)
     params = {"tokenizer": str(tokenizer_path(out).resolve()), "specials": specials(mixture), "seed": mixture.seed,
