@@ -118,14 +118,27 @@ def junk_documents(clean: list[dict], fraction: float, seed: int = 0) -> list[di
     return junk
 
 
-def build_known_order(out: str | Path, junk_fraction: float = 0.3, seq_len: int = 129, seed: int = 0,
-                      train_bytes: int | None = None) -> dict[str, Path]:
-    """Write the three token datasets (clean, junk, eval) under `out`; returns their paths.
+def duplicate_documents(clean: list[dict], fraction: float, seed: int = 0) -> list[dict]:
+    """Exact copies worth `fraction` of the result's bytes, drawn from a twentieth of the documents:
+    the duplicate-heavy arm (a crawl that was never deduplicated)."""
+    rng = random.Random(seed + 7)
+    popular = rng.sample(clean, max(1, len(clean) // 20))
+    target = fraction / (1 - fraction) * sum(len(d["text"].encode()) for d in clean)
+    out, made = [], 0
+    while made < target:
+        d = rng.choice(popular)
+        out.append(dict(d, doc_id=f"dup/{len(out)}/{d['doc_id']}"))
+        made += len(d["text"].encode())
+    return out
 
-    `train_bytes` caps the clean training set at a seeded sample of documents (None: all ~750 KB)."""
+
+def build_arms(out: str | Path, documents: list[dict], arms: dict[str, tuple[str, float]], seq_len: int = 129,
+               seed: int = 0, train_bytes: int | None = None) -> dict[str, Path]:
+    """Byte-level token datasets of a graded known-order series over `documents`: the held-out
+    every-8th documents as `eval`, and per arm (kind, fraction) with kind "junk" (boilerplate and
+    shuffled words added) or "dup" (exact copies added); fraction 0 is the clean pool itself."""
     out = Path(out)
-    docs = clean_documents()
-    train = [d for d in docs if not is_held_out(d["doc_id"])]
+    train = [d for d in documents if not is_held_out(d["doc_id"])]
     if train_bytes is not None:
         random.Random(seed + 2).shuffle(train)
         total, kept = 0, []
@@ -135,13 +148,25 @@ def build_known_order(out: str | Path, junk_fraction: float = 0.3, seq_len: int 
             kept.append(d)
             total += len(d["text"].encode())
         train = kept
-    held = [d for d in docs if is_held_out(d["doc_id"])]
+    held = [d for d in documents if is_held_out(d["doc_id"])]
     random.Random(seed + 1).shuffle(held)  # sources interleaved, so any first rows hold both
-    mixed = train + junk_documents(train, junk_fraction, seed)
-    random.Random(seed).shuffle(mixed)  # junk spread through the stream (the loader shuffles rows too)
-    return {"clean": write_byte_dataset(train, out / "clean", seq_len),
-            "junk": write_byte_dataset(mixed, out / "junk", seq_len),
-            "eval": write_byte_dataset(held, out / "eval", seq_len)}
+    paths = {"eval": write_byte_dataset(held, out / "eval", seq_len)}
+    for name, (kind, fraction) in arms.items():
+        extra = {"junk": junk_documents, "dup": duplicate_documents}[kind](train, fraction, seed) if fraction else []
+        mixed = train + extra
+        random.Random(seed).shuffle(mixed)  # junk spread through the stream (the loader shuffles rows too)
+        paths[name] = write_byte_dataset(mixed if extra else train, out / name, seq_len)
+    return paths
+
+
+def build_known_order(out: str | Path, junk_fraction: float = 0.3, seq_len: int = 129, seed: int = 0,
+                      train_bytes: int | None = None, documents: list[dict] | None = None) -> dict[str, Path]:
+    """Write the three token datasets (clean, junk, eval) under `out`; returns their paths.
+
+    `documents`: the corpus (None: the stdlib text above, the one the protocol was chosen on).
+    `train_bytes` caps the clean training set at a seeded sample of documents (None: all of it)."""
+    return build_arms(out, clean_documents() if documents is None else documents,
+                      {"clean": ("junk", 0.0), "junk": ("junk", junk_fraction)}, seq_len, seed, train_bytes)
 
 
 def known_order_config(paths: dict[str, Path], tokens: int = 4_000_000) -> dict:
