@@ -319,3 +319,69 @@ def test_sources_from_two_datasets_keep_one_ledger(corpus, tmp_path):
         assert reason == ("not_in_mix" if kind in ("web", "synthetic") else "not_selected"), (kind, reason)
     used = {row["doc_id"] for _, _, row in _pieces(tmp_path / "out", "one")}
     assert used.isdisjoint(rejects) and len(used) + len(rejects) == len(docs)
+
+
+def test_segments_and_chat_messages_from_jsonl_become_masks(corpus, tmp_path):
+    """Issue #32: roles from any reader. `segments` and chat `messages` JSONL read by read.jsonl (and
+    Parquet by read.parquet) come through as the segments column; a stage masking `user` clears LOSS on
+    exactly the user turns; malformed segments are rejects with a reason."""
+    import gzip
+
+    import pyarrow as pa
+
+    from assay.pipeline.readers import ReadJsonl, ReadParquet
+    from assay.pipeline.runner import run_stage
+
+    root, _ = corpus
+    good = [{"segments": [{"role": "system", "text": "Be brief.\n"}, {"role": "user", "text": f"what is {i} plus {i}?\n"},
+                          {"role": "assistant", "text": f"{2 * i}, the sum of {i} and {i}."}], "url": f"https://c/{i}"}
+            for i in range(40)]
+    chats = [{"messages": [{"role": "user", "content": f"name a colour number {i}"},
+                           {"role": "assistant", "content": [{"type": "text", "text": f"blue {i}"}]}]} for i in range(40)]
+    bad = [{"text": "ab", "segments": [{"role": "user", "text": "a"}, {"role": "assistant", "text": "c"}]},
+           {"segments": [{"role": "narrator", "text": "x"}]},
+           {"segments": "user: hi"},
+           {"messages": [{"role": "robot", "content": "beep"}]},
+           {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]}]
+    path = tmp_path / "chat.jsonl.gz"
+    with gzip.open(path, "wt") as fh:
+        for record in good + chats + bad:
+            fh.write(json.dumps(record) + "\n")
+    run_stage(ReadJsonl({"paths": [str(path)], "source": "chat", "content_type": "synthetic"}, stage_id="read"),
+              [], tmp_path / "read")
+    ds = Dataset(tmp_path / "read")
+    kept = ds.read().to_pylist()
+    assert len(kept) == 80 and all("".join(s["text"] for s in r["segments"]) == r["text"] for r in kept)
+    assert kept[40]["segments"] == [{"role": "user", "text": "name a colour number 0\n\n"},
+                                    {"role": "assistant", "text": "blue 0"}]
+    rejects = ds.read_rejects().to_pylist()
+    assert [r["reject_reason"] for r in rejects] == ["bad_segments"] * 5
+    details = " | ".join(r["reject_detail"] for r in rejects)
+    for why in ("do not concatenate", "unknown role 'narrator'", "non-empty list", "'robot'", "content part"):
+        assert why in details
+    # the same documents through Parquet keep their segments
+    pq.write_table(pa.table({"text": [r["text"] for r in kept], "segments": [r["segments"] for r in kept]}),
+                   tmp_path / "chat.parquet")
+    run_stage(ReadParquet({"paths": [str(tmp_path / "chat.parquet")], "source": "chat"}, stage_id="pq"), [],
+              tmp_path / "pq")
+    assert [r["segments"] for r in Dataset(tmp_path / "pq").read().to_pylist()] == [r["segments"] for r in kept]
+
+    data = mixture_data(tmp_path / "read", root / "tokenizer.json")
+    data["sources"] = {"chat": {"path": str(tmp_path / "read")}}
+    data["stages"] = [{"id": "sft", "tokens": 2000, "seq_len": 128, "mix": {"chat": 1}, "mask_roles": ["user"],
+                       "meta": False}]
+    build(parse_mixture(data, tmp_path / "mix.yaml"), tmp_path / "out", log=lambda *_: None)
+    vocab = Vocab.load(tmp_path / "out" / "tokenizer.json")
+    by_id = {r["id"]: r for r in kept}
+    checked = 0
+    for tokens, mask, row in _pieces(tmp_path / "out", "sft"):
+        if row["offset"] or int(tokens[-1]) != vocab.ids["eos"]:
+            continue  # whole documents only
+        segs = by_id[row["doc_id"]]["segments"]
+        ids = vocab.encode([s["text"] for s in segs])
+        expected = np.concatenate([np.full(len(t), 0 if s["role"] == "user" else LOSS, np.uint8)
+                                   for s, t in zip(segs, ids)])
+        assert np.array_equal(mask[1:-1], expected)
+        assert (expected == 0).any() and (expected == LOSS).any()
+        checked += 1
+    assert checked > 10
