@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -34,3 +36,27 @@ def test_clean_text_beats_junk_injected_text(tmp_path):
     assert pair["a"] == "clean" and pair["gap_over_std"] > 3, pair
     assert set(clean["per_source"]) == {"reference", "docstrings"}
     assert (tmp_path / "out" / "bpb.png").exists() and "Ablation known-order" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_verdict_states_winner_gap_interval_p_value_and_caution():
+    """The ablation report's sentence (shared with issue #29): which arm won and by how much, lower BPB
+    is better, the 95% CI and p-value, whether significant, and a caution when n is small."""
+    from scipy import stats
+
+    from assay.trainer.ablate import compare
+    from assay.trainer.report import verdict
+
+    values = {"raw": [3.52, 3.61, 3.55], "curated": [3.40, 3.47, 3.43]}
+    arms = {k: {"mean": float(np.mean(v)), "std": float(np.std(v, ddof=1)), "values": v} for k, v in values.items()}
+    pair = compare(values, "paired", 0.05)[0]
+    lo, hi = stats.ttest_rel(values["curated"], values["raw"]).confidence_interval()
+    assert pair["ci95"] == pytest.approx((lo, hi))
+    text = verdict(pair, arms, 0.05, "paired")
+    assert text.startswith("curated beat raw by 0.127 bits per byte") and "lower is better" in text
+    assert f"95% CI of the gap {-hi:+.3f} to {-lo:+.3f}" in text and f"paired p = {pair['p_value']:.2g}" in text
+    assert "significant at alpha 0.05" in text and "Caution: 3 seeds" in text
+    close = {"a": [3.50, 3.60, 3.41, 3.55, 3.47], "b": [3.52, 3.58, 3.44, 3.57, 3.46]}
+    arms = {k: {"mean": float(np.mean(v)), "std": float(np.std(v, ddof=1)), "values": v} for k, v in close.items()}
+    text = verdict(compare(close, "welch", 0.05)[0], arms, 0.05, "welch")
+    assert "could not be told apart" in text and "does not say which data is better" in text
+    assert "Caution" not in text
