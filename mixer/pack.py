@@ -32,16 +32,17 @@ class Waste:
     cropped: int = 0
     padded: int = 0
     overlap: int = 0     # tokens repeated as the first (context-only) token of a continuation chunk
-    unfinished: int = 0  # tokens of documents whose later chunks the stage's budget left undrawn
+    unfinished: int = 0  # tokens of started documents whose later chunks the budget left undrawn
+    # (not drawn, so not waste: a stage ends inside its last documents, as a token budget must)
     rows: int = 0
 
     def to_json(self, seq_len: int) -> dict:
         capacity = self.rows * seq_len
-        lost = self.cropped + self.unfinished
         return {"rows": self.rows, "documents": self.documents, "document_tokens": self.tokens,
                 "cropped_tokens": self.cropped, "padded_tokens": self.padded, "overlap_tokens": self.overlap,
                 "unfinished_tokens": self.unfinished,
-                "kept_fraction": 1 - lost / self.tokens if self.tokens else 1.0,
+                "unfinished_fraction": self.unfinished / (self.tokens + self.unfinished) if self.tokens else 0.0,
+                "kept_fraction": 1 - self.cropped / self.tokens if self.tokens else 1.0,
                 "cropped_fraction": self.cropped / self.tokens if self.tokens else 0.0,
                 "padded_fraction": self.padded / capacity if capacity else 0.0,
                 "overlap_fraction": self.overlap / capacity if capacity else 0.0,

@@ -103,8 +103,12 @@ class Pack(GlobalStage):
 
         fit = Waste()
 
+        # Split documents fill rows to the last token: the budget is whole rows, and each slot stops
+        # at its share of it (inside a document if need be).
+        budget = -(-stage.tokens // stage.seq_len) * stage.seq_len if split else stage.tokens
+
         def drawn():
-            for d in draw_stage(slots, streams, stage.tokens, credit):
+            for d in draw_stage(slots, streams, budget, credit, exact=split):
                 if d.offset == 0:
                     greedy.add(d.length)
                 else:  # a continuation chunk: one of its tokens repeats the previous chunk's last
@@ -128,7 +132,6 @@ class Pack(GlobalStage):
                 fims[d.slot] += d.fim and d.offset == 0
         assembler.close()
         fit.unfinished = sum(stream.unfinished() for stream in streams)
-        fit.tokens += fit.unfinished
         writer.finish(_rejects(slots, writer), stage.id)
         summary = _summary(stage, slots, streams, placed, pieces, fims, assembler, fit, greedy.finish(), vocab)
         write_artifact(ctx.out_root, MIX_ARTIFACT, {"tokens": layout.to_json(), "mix": summary})

@@ -11,7 +11,7 @@ lazily, never held in memory.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 import numpy as np
@@ -42,6 +42,7 @@ class SlotStream:
                  split: bool = True):
         self.slot, self.index, self.seq_len, self.split = slot, index, seq_len, split
         self._chunks: list[Draw] = []  # the rest of a document being drawn chunk by chunk
+        self.abandoned = 0
         self.key = (seed, slot.stage, slot.source, slot.origin)
         pool = slot.pool
         self.full = pool.packed_length(meta)[slot.eligible]
@@ -108,9 +109,17 @@ class SlotStream:
         return parts[0]
 
     def unfinished(self) -> int:
-        """Tokens of the document being drawn that its remaining chunks hold (overlap excluded)."""
+        """Tokens of started documents that were left undrawn (overlap excluded): a slot that reached
+        its share inside a document, and the chunks still pending when the stage ended."""
         rest = self._chunks + ([self._peeked] if self._peeked is not None and self._peeked.offset else [])
-        return sum(d.take - 1 for d in rest)
+        return self.abandoned + sum(d.take - 1 for d in rest)
+
+    def stop_inside(self, d: Draw, take: int) -> Draw:
+        """`d` shortened to `take` tokens; the rest of its document is left undrawn and the slot is done."""
+        self.abandoned += d.take - take + sum(c.take - 1 for c in self._chunks)
+        self._chunks = []
+        self.done = True
+        return replace(d, take=take)
 
     @property
     def epochs(self) -> float:
@@ -118,23 +127,31 @@ class SlotStream:
 
 
 def draw_stage(slots: list[Slot], streams: list[SlotStream], budget: int,
-               credit: np.ndarray | None = None) -> Iterator[Draw]:
+               credit: np.ndarray | None = None, exact: bool = False) -> Iterator[Draw]:
     """Documents in stage order until `budget` tokens (as placed in rows) are drawn. Each pull goes
     to the slot whose next document leaves it least far ahead of its share, so shares stay close to
     their targets even when single documents are large against the budget.
 
+    `exact` (documents split across rows): a slot stops at its share of the budget, inside its last
+    document if need be (the rest is left undrawn), so shares hold to a few tokens whatever the
+    document and row sizes.
+
     `credit` (tokens per slot) is shared with the packer: when it crops a document to fill a row it
     takes the cropped tokens back, and later pulls make up for them."""
     shares = np.array([max(s.share, 1e-12) for s in slots])
+    target = np.array([s.share for s in slots]) * budget
     credit = np.zeros(len(slots)) if credit is None else credit
     ahead = np.full(len(slots), np.inf)
     while credit.sum() < budget:
         for j, stream in enumerate(streams):
-            nxt = stream.peek() if slots[j].share > 0 else None
+            nxt = stream.peek() if slots[j].share > 0 and not (exact and credit[j] >= target[j] - 0.5) else None
             ahead[j] = (credit[j] + nxt.take) / shares[j] if nxt is not None else np.inf
         j = int(np.argmin(ahead))
         if not np.isfinite(ahead[j]):
             return
         d = streams[j].next()
+        room = int(round(target[j] - credit[j]))
+        if exact and d.take > room:
+            d = streams[j].stop_inside(d, max(room, 1))
         credit[j] += d.take
         yield d

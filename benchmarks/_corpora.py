@@ -1,5 +1,6 @@
 """Corpora of different kinds, built from what this machine has, for the trainer's known-order and
-ranking benchmarks (`benchmarks/trainer.py`, `benchmarks/ranking.py`). None of them was used to choose
+ranking benchmarks (`benchmarks/trainer.py --corpora`, `benchmarks/ranking.py`; the leading underscore keeps
+`make bench` from running it as a benchmark). None of them was used to choose
 the known-order protocol (that was the stdlib reference and docstrings of `trainer/known_order.py`).
 
 * `news`: the article bodies of the article-extraction benchmark (news and blog posts) in Latin
