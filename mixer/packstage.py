@@ -103,9 +103,10 @@ class Pack(GlobalStage):
 
         fit = Waste()
 
-        # Split documents fill rows to the last token: the budget is whole rows, and each slot stops
-        # at its share of it (inside a document if need be).
-        budget = -(-stage.tokens // stage.seq_len) * stage.seq_len if split else stage.tokens
+        # Split documents fill rows to the last token: the draw is whole rows less the one token of
+        # overlap the packer may add to a row when it splits a piece into its room, and each slot
+        # stops at its share of it (inside a document if need be).
+        budget = -(-stage.tokens // (stage.seq_len - 1)) * (stage.seq_len - 1) if split else stage.tokens
 
         def drawn():
             for d in draw_stage(slots, streams, budget, credit, exact=split):
