@@ -241,9 +241,10 @@ def gap_stats(a: list[float], b: list[float]) -> dict:
 
 
 def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None = None, seeds: int = 5,
-            workers: int = 2) -> dict:
-    """The known-order check on corpora the protocol was never tuned on: clean over `seeds` seeds
-    (seed-to-seed std), junk10 and junk30 on seeds 0-2 (paired with clean's), CPU time per pair of arms."""
+            workers: int = 2, paired_only: bool = False) -> dict:
+    """The known-order check on corpora the protocol was never tuned on: clean and junk30 on seeds 0-2
+    (paired), then junk10 on seeds 0-2 and clean on `seeds` seeds (seed-to-seed std) unless
+    `paired_only`; CPU time per pair of arms."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import _corpora
 
@@ -253,28 +254,33 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
     base = ROOT / ".bench" / "known-order"
     for kind in kinds:
         work = base / kind
+        docs = _corpora.corpus(kind)
         arms = {"clean": ("junk", 0.0), "junk10": ("junk", 0.1), "junk30": ("junk", 0.3)}
-        paths = build_arms(work / "data", _corpora.corpus(kind), arms)
+        paths = build_arms(work / "data", docs, arms)
         # Most telling first (a run logged is never repeated): the paired clean/junk30 seeds, junk10,
         # then clean's extra seeds for its seed-to-seed spread.
-        order = [(arm, s) for s in range(3) for arm in ("clean", "junk30")] + [("junk10", s) for s in range(3)]
-        order += [("clean", s) for s in range(3, seeds)]
+        order = [(arm, s) for s in range(3) for arm in ("clean", "junk30")]
+        if not paired_only:
+            order += [("junk10", s) for s in range(3)] + [("clean", s) for s in range(3, seeds)]
         jobs = [([kind, arm, seed], dict(known_order_config({"clean": paths[arm], "eval": paths["eval"]}, tokens),
                                          seed=seed)) for arm, seed in order]
         print(f"{kind}: {len(jobs)} runs", flush=True)
         res = {tuple(r["key"][1:]): r for r in run_grid(jobs, work / "runs.jsonl", work / "runs", workers)}
-        bpb = {arm: [res[(arm, s)]["bpb"] for s in range(n)] for arm, n in (("clean", seeds), ("junk30", 3), ("junk10", 3))}
-        out[kind] = {
-            "unseen_split": kind == _corpora.UNSEEN, "tokens_per_run": tokens or known_order_config({"clean": "", "eval": ""})["tokens"],
-            "train_bytes": sum(len(d["text"].encode()) for d in _corpora.split(_corpora.corpus(kind))[0]),
-            "bpb": bpb, "clean_seed_std": round(float(np.std(bpb["clean"], ddof=1)), 4),
-            "junk30": gap_stats(bpb["clean"][:3], bpb["junk30"]), "junk10": gap_stats(bpb["clean"][:3], bpb["junk10"]),
-            "cpu_seconds_clean_vs_junk30_3_seeds": round(sum(res[(arm, s)]["cpu_s"] for arm in ("clean", "junk30")
-                                                             for s in range(3)), 1),
-            "load_max_mean_final": {arm: [res[(arm, s)].get("load_max_mean", [None])[-1] for s in range(n)]
-                                    for arm, n in (("clean", seeds), ("junk30", 3))},
-        }
-        print(json.dumps({kind: {k: v for k, v in out[kind].items() if k != "bpb"}}), flush=True)
+        bpb: dict[str, list[float]] = {}
+        for arm in ("clean", "junk30", "junk10"):
+            bpb[arm] = [res[(arm, s)]["bpb"] for s in range(seeds) if (arm, s) in res]
+        row = {"unseen_split": kind == _corpora.UNSEEN, "tokens_per_run": known_order_config(paths, tokens)["tokens"],
+               "train_bytes": sum(len(d["text"].encode()) for d in _corpora.split(docs)[0]), "bpb": bpb,
+               "clean_seeds": len(bpb["clean"]), "clean_seed_std": round(float(np.std(bpb["clean"], ddof=1)), 4),
+               "junk30": gap_stats(bpb["clean"][:3], bpb["junk30"]),
+               "cpu_seconds_clean_vs_junk30_3_seeds": round(sum(res[(arm, s)]["cpu_s"] for arm in ("clean", "junk30")
+                                                                for s in range(3)), 1),
+               "load_max_mean_final": {arm: [res[(arm, s)]["load_max_mean"][-1] for s in range(3)]
+                                       for arm in ("clean", "junk30")}}
+        if len(bpb["junk10"]) == 3:
+            row["junk10"] = gap_stats(bpb["clean"][:3], bpb["junk10"])
+        out[kind] = row
+        print(json.dumps({kind: {k: v for k, v in row.items() if k != "bpb"}}), flush=True)
     return out
 
 
@@ -285,6 +291,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ablation-tokens", type=int, default=1_000_000)
     ap.add_argument("--kinds", nargs="+", default=["news", "code", "multilingual", "docs"],
                     help="corpora: which ones, in order (docs is the split kept unseen; run it last)")
+    ap.add_argument("--paired-only", action="store_true", help="corpora: only clean and junk30 on seeds 0-2")
     args = ap.parse_args(argv)
     modes = [args.only] if args.only else ["speed", "gpu"] + (["ablation"] if args.ablation else [])
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
@@ -292,7 +299,7 @@ def main(argv=None) -> int:
         if mode == "ablation":
             results[mode] = ablation(tokens=args.ablation_tokens)
         elif mode == "corpora":
-            results[mode] = dict(results.get(mode, {}), **corpora(tuple(args.kinds)))
+            results[mode] = dict(results.get(mode, {}), **corpora(tuple(args.kinds), paired_only=args.paired_only))
         else:
             results[mode] = globals()[mode]()
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
