@@ -2,6 +2,7 @@
 
     python benchmarks/mixer.py speed  --copies 10      # tokens/s on 2 cores, side by side
     python benchmarks/mixer.py memory --copies-list 4 40   # peak RSS at two corpus sizes 10x apart
+    python benchmarks/mixer.py packing                 # tokens kept, padding, shares: split vs crop
 
 The corpus is the demo pipeline's curated sample (runs/demo/deduped; `make demo` makes it), repeated
 `--copies` times into shards of ~2,000 documents (at least 8). One byte-level BPE (vocab 8192) trained on the sample serves every
@@ -243,9 +244,71 @@ def mode_memory(args) -> dict:
     return result
 
 
+def mode_packing(args) -> dict:
+    """Tokens kept, padding and realized shares when long documents continue across rows (the
+    default) against cropping them, at seq_len 257 and 4097: every stage of the demo's mixtures (run
+    `make demo` first) and newswire-like articles (the article-extraction benchmark's bodies)."""
+    import yaml
+
+    from assay.mixer.build import build
+    from assay.mixer.plan import PlanError
+    from assay.mixer.recipe import parse_mixture
+    from assay.pipeline.dataset import write_table
+    from assay.pipeline.schema import make_docs
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import _corpora
+
+    work = ROOT / ".bench" / "packing"
+    mixtures = {name: ROOT / "examples" / "mixtures" / f"{name}.yaml" for name in ("step35-mini", "mimo-mini", "raw-arm")}
+    news = work / "news-docs"
+    if not (news / "_manifest.json").exists():
+        write_table(make_docs([{"text": d["text"], "source": "news", "url": d["doc_id"]} for d in _corpora.news()]), news)
+    tok = ROOT / "runs" / "demo" / "mix-step35" / "tokenizer.json"
+    if not tok.exists():
+        sys.exit(f"{tok} is missing: run `make demo` first")
+    newswire = {"name": "newswire", "seed": 0, "tokenizer": {"path": str(tok)}, "meta": None, "max_epochs": 1,
+                "sources": {"news": {"path": str(news)}}, "stages": [{"id": "news", "tokens": 100_000, "seq_len": 257,
+                                                                      "mix": {"news": 1}}]}
+    result: dict = {}
+    for name in [*mixtures, "newswire"]:
+        if name == "newswire":
+            data, where = newswire, work / "newswire.yaml"
+        else:
+            data, where = yaml.safe_load(mixtures[name].read_text()), mixtures[name]
+        for seq_len in (257, 4097):
+            for mode in ("split", "crop"):
+                d = json.loads(json.dumps(data))
+                for stage in d["stages"]:
+                    stage.update(seq_len=seq_len, long_docs=mode, tokens=max(stage["tokens"], seq_len))
+                mixture = parse_mixture(d, where)
+                out = work / f"{name}-{seq_len}-{mode}"
+                try:
+                    build(mixture, out, log=lambda *_: None)
+                except PlanError as exc:  # cropping shrinks what a source offers below its budget
+                    result.setdefault(name, {})[f"{seq_len} {mode}"] = {"plan_error": str(exc)}
+                    print(f"{name:12} {seq_len:5} {mode:5} plan error: {exc}", flush=True)
+                    continue
+                for stage in mixture.stages:
+                    mix = json.loads((out / stage.id / "_manifest.json").read_text())["mix"]
+                    fit = mix["packing"]["best_fit"]
+                    miss = max(abs(s["realized_share"] - s["target_share"]) for s in mix["sources"].values())
+                    row = {"kept_fraction": round(fit["kept_fraction"], 4), "padded_fraction": round(fit["padded_fraction"], 4),
+                           "cropped_fraction": round(fit["cropped_fraction"], 4),
+                           "unfinished_fraction": round(fit.get("unfinished_fraction", 0), 4),
+                           "overlap_fraction": round(fit.get("overlap_fraction", 0), 4),
+                           "max_share_miss_points": round(100 * miss, 2), "tokens": mix["tokens"]}
+                    result.setdefault(name, {}).setdefault(stage.id, {})[f"{seq_len} {mode}"] = row
+                    print(f"{name:12} {stage.id:12} {seq_len:5} {mode:5} kept {row['kept_fraction']:.2%} padded "
+                          f"{row['padded_fraction']:.2%} share miss {row['max_share_miss_points']:.2f} pt "
+                          f"(unfinished at the end {row['unfinished_fraction']:.1%})", flush=True)
+    save("packing", result)
+    return result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", nargs="?", choices=["speed", "memory", "all"], default="all")
+    ap.add_argument("mode", nargs="?", choices=["speed", "memory", "packing", "all"], default="all")
     ap.add_argument("--copies", type=int, default=10, help="speed: repeats of the sample")
     ap.add_argument("--copies-list", type=int, nargs=2, default=[4, 40], help="memory: two corpus sizes")
     ap.add_argument("--repeat", type=int, default=3)
@@ -255,6 +318,8 @@ def main() -> None:
         mode_speed(args)
     if args.mode in ("memory", "all"):
         mode_memory(args)
+    if args.mode in ("packing", "all"):
+        mode_packing(args)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ import json
 import os
 import statistics
 import sys
+
+import numpy as np
 import tempfile
 import time
 from pathlib import Path
@@ -149,7 +151,7 @@ def gpu(steps: int = 20, B: int = 8, T: int = 2048) -> dict:
     return dict(base, measured=True, device=torch.cuda.get_device_name(dev), **results)
 
 
-def ablation(seeds=(0, 1, 2), tokens: int = 4_000_000, workers: int = 2) -> dict:
+def ablation(seeds=(0, 1, 2), tokens: int = 1_000_000, workers: int = 2) -> dict:
     """The known-order pair at one budget: clean text vs the same with 30% junk; dense check on seed 0."""
     from assay.trainer.ablate import run_ablation
     from assay.trainer.config import AblationSpec
@@ -182,17 +184,122 @@ def ablation(seeds=(0, 1, 2), tokens: int = 4_000_000, workers: int = 2) -> dict
     return summary
 
 
+# ---- runs logged one per line, so a long benchmark resumes where it stopped ----------------------
+
+def _run_one(key: list, raw: dict, run_dir: str) -> dict:
+    """One training run (in a spawned worker): its held-out BPB, eval curve, expert telemetry and the
+    CPU seconds it took."""
+    import shutil
+
+    from assay.trainer.config import parse_train_config
+    from assay.trainer.train import read_metrics, train
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+    cpu = time.process_time()
+    summary = train(parse_train_config(raw), run_dir, log=lambda m: None, report=False)
+    recs = read_metrics(run_dir)
+    moe = [r["moe"] for r in recs if r.get("kind") == "train" and r.get("moe")]
+    out = {"key": key, "bpb": summary["eval"]["held_out"]["bpb"], "cpu_s": round(time.process_time() - cpu, 1),
+           "curve": [[r["tokens"], round(r["eval"]["held_out"]["bpb"], 4)] for r in recs if r.get("kind") == "eval"]}
+    if moe:
+        out["load_max_mean"] = [round(max(layer["load_max_mean"] for layer in m), 3) for m in moe]
+        out["act_rms_max_median"] = [round(max(layer["act_rms_max_median"] or 0 for layer in m), 2) for m in moe]
+    shutil.rmtree(Path(run_dir) / "checkpoints", ignore_errors=True)
+    return out
+
+
+def run_grid(jobs: list[tuple[list, dict]], log: Path, work: Path, workers: int = 2) -> list[dict]:
+    """Train every (key, raw config) job not yet in `log` (JSON lines), `workers` at a time, one
+    thread each; returns every logged result."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    done = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    have = {json.dumps(r["key"]) for r in done}
+    todo = [(k, dict(raw, threads=1)) for k, raw in jobs if json.dumps(k) not in have]
+    if todo:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            futures = [pool.submit(_run_one, k, raw, str(work / "-".join(map(str, k)))) for k, raw in todo]
+            for fut in as_completed(futures):
+                res = fut.result()
+                done.append(res)
+                with open(log, "a") as fh:
+                    fh.write(json.dumps(res) + "\n")
+                print(f"  {res['key']}: BPB {res['bpb']:.4f} ({res['cpu_s']:.0f} CPU s)", flush=True)
+    return done
+
+
+def gap_stats(a: list[float], b: list[float]) -> dict:
+    """b's lead of a (BPB b - a), in pooled seed standard deviations, and the paired p-value."""
+    from assay.trainer.ablate import paired_p
+
+    pooled = ((np.var(a, ddof=1) + np.var(b, ddof=1)) / 2) ** 0.5
+    gap = float(np.mean(b) - np.mean(a))
+    return {"gap": round(gap, 4), "gap_over_seed_std": round(gap / pooled, 2) if pooled else None,
+            "paired_p": paired_p(a, b), "a_wins_every_seed": bool(all(x < y for x, y in zip(a, b)))}
+
+
+def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None = None, seeds: int = 5,
+            workers: int = 2, paired_only: bool = False) -> dict:
+    """The known-order check on corpora the protocol was never tuned on: clean and junk30 on seeds 0-2
+    (paired), then junk10 on seeds 0-2 and clean on `seeds` seeds (seed-to-seed std) unless
+    `paired_only`; CPU time per pair of arms."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import _corpora
+
+    from assay.trainer.known_order import build_arms, known_order_config
+
+    out: dict = {}
+    base = ROOT / ".bench" / "known-order"
+    for kind in kinds:
+        work = base / kind
+        docs = _corpora.corpus(kind)
+        arms = {"clean": ("junk", 0.0), "junk10": ("junk", 0.1), "junk30": ("junk", 0.3)}
+        paths = build_arms(work / "data", docs, arms)
+        # Most telling first (a run logged is never repeated): the paired clean/junk30 seeds, junk10,
+        # then clean's extra seeds for its seed-to-seed spread.
+        order = [(arm, s) for s in range(3) for arm in ("clean", "junk30")]
+        if not paired_only:
+            order += [("junk10", s) for s in range(3)] + [("clean", s) for s in range(3, seeds)]
+        jobs = [([kind, arm, seed], dict(known_order_config({"clean": paths[arm], "eval": paths["eval"]}, tokens),
+                                         seed=seed)) for arm, seed in order]
+        print(f"{kind}: {len(jobs)} runs", flush=True)
+        res = {tuple(r["key"][1:]): r for r in run_grid(jobs, work / "runs.jsonl", work / "runs", workers)}
+        bpb: dict[str, list[float]] = {}
+        for arm in ("clean", "junk30", "junk10"):
+            bpb[arm] = [res[(arm, s)]["bpb"] for s in range(seeds) if (arm, s) in res]
+        row = {"unseen_split": kind == _corpora.UNSEEN, "tokens_per_run": known_order_config(paths, tokens)["tokens"],
+               "train_bytes": sum(len(d["text"].encode()) for d in _corpora.split(docs)[0]), "bpb": bpb,
+               "clean_seeds": len(bpb["clean"]), "clean_seed_std": round(float(np.std(bpb["clean"], ddof=1)), 4),
+               "junk30": gap_stats(bpb["clean"][:3], bpb["junk30"]),
+               "cpu_seconds_clean_vs_junk30_3_seeds": round(sum(res[(arm, s)]["cpu_s"] for arm in ("clean", "junk30")
+                                                                for s in range(3)), 1),
+               "load_max_mean_final": {arm: [res[(arm, s)]["load_max_mean"][-1] for s in range(3)]
+                                       for arm in ("clean", "junk30")}}
+        if len(bpb["junk10"]) == 3:
+            row["junk10"] = gap_stats(bpb["clean"][:3], bpb["junk10"])
+        out[kind] = row
+        print(json.dumps({kind: {k: v for k, v in row.items() if k != "bpb"}}), flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ablation", action="store_true", help="also run the known-order ablation")
-    ap.add_argument("--only", choices=["speed", "gpu", "ablation"], default=None)
-    ap.add_argument("--ablation-tokens", type=int, default=4_000_000)
+    ap.add_argument("--only", choices=["speed", "gpu", "ablation", "corpora"], default=None)
+    ap.add_argument("--ablation-tokens", type=int, default=1_000_000)
+    ap.add_argument("--kinds", nargs="+", default=["news", "code", "multilingual", "docs"],
+                    help="corpora: which ones, in order (docs is the split kept unseen; run it last)")
+    ap.add_argument("--paired-only", action="store_true", help="corpora: only clean and junk30 on seeds 0-2")
     args = ap.parse_args(argv)
     modes = [args.only] if args.only else ["speed", "gpu"] + (["ablation"] if args.ablation else [])
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     for mode in modes:
         if mode == "ablation":
             results[mode] = ablation(tokens=args.ablation_tokens)
+        elif mode == "corpora":
+            results[mode] = dict(results.get(mode, {}), **corpora(tuple(args.kinds), paired_only=args.paired_only))
         else:
             results[mode] = globals()[mode]()
         RESULTS.parent.mkdir(parents=True, exist_ok=True)

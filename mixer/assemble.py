@@ -1,8 +1,8 @@
 """Turning a drawn document into the tokens and mask it places in a row.
 
-A piece is BOS, the metadata prefix (when the stage keeps it; flagged META and LOSS, so the trainer
-may train on it, mask it or drop it), the text (or its FIM variant), and EOS; cropped to the tokens
-the packer gave it. The text's LOSS bit is cleared on the spans whose `segments` role the stage masks
+A document is BOS, the metadata prefix (when the stage keeps it; flagged META and LOSS, so the trainer
+may train on it, mask it or drop it), the text (or its FIM variant), and EOS; a piece is the part of
+it the packer gave a row (a chunk, or the head of a cropped document). The text's LOSS bit is cleared on the spans whose `segments` role the stage masks
 (scaffolding, user turns). BOS is never a target. Tokens are read from the tokenized streams with
 positioned reads, so only the piece being placed is ever in memory (memory maps would leave every
 page the stage touched resident).
@@ -57,54 +57,62 @@ class Assembler:
         self._streams.clear()
 
     def piece(self, d: Draw, take: int) -> tuple[np.ndarray, np.ndarray, int, int]:
-        """(tokens, mask, prefix tokens in the piece, text bytes in the piece) of a drawn document."""
+        """(tokens, mask, prefix tokens in the piece, text bytes it trains on) of tokens
+        [d.offset, d.offset + take) of a drawn document's sequence BOS, prefix, text (or FIM variant),
+        EOS. A piece that continues a document starts with one token of overlap: context only."""
         slot = self.slots[d.slot]
         pool, i = slot.pool, d.doc
         stream = self._stream(slot, int(pool.shard[i]))
         s, p, n = int(pool.start[i]), int(pool.prefix[i]), int(pool.length[i])
         p = p if self.stage.meta else 0
-        room = take - 1  # after BOS
-        parts_t = [np.array([self.ids["bos"]])]
-        parts_m = [np.zeros(1, np.uint8)]
-        if p:
-            k = min(p, room)
-            t, m = stream.read(s, k)
-            parts_t.append(t)
-            parts_m.append(m)
-            room -= k
         if d.fim:
             start, length = int(pool.fim_start[i]), int(pool.fim_length[i])
         else:
             start, length = s + int(pool.prefix[i]), n - int(pool.prefix[i])
-        k = min(length, room)
-        body_t, body_m = stream.read(start, k)
-        if not d.fim and self.stage.mask_roles and pool.has_roles[i]:
-            self.counts.role_masked += _mask_roles(body_m, pool, i, self.stage.mask_roles)
-        parts_t.append(body_t)
-        parts_m.append(body_m)
-        room -= k
-        if room > 0:
+        lo, hi = d.offset, d.offset + take
+        parts_t, parts_m = [], []
+        if lo == 0:
+            parts_t.append(np.array([self.ids["bos"]]))
+            parts_m.append(np.zeros(1, np.uint8))
+        a, b = max(lo, 1) - 1, min(hi, 1 + p) - 1  # prefix positions in the piece
+        if b > a:
+            t, m = stream.read(s + a, b - a)
+            parts_t.append(t)
+            parts_m.append(m)
+        a, b = max(lo, 1 + p) - 1 - p, min(hi, 1 + p + length) - 1 - p  # text positions
+        body_t = np.zeros(0, np.int64)
+        if b > a:
+            body_t, body_m = stream.read(start + a, b - a)
+            if not d.fim and self.stage.mask_roles and pool.has_roles[i]:
+                self.counts.role_masked += _mask_roles(body_m, pool, i, self.stage.mask_roles, a)
+            parts_t.append(body_t)
+            parts_m.append(body_m)
+        if hi == 2 + p + length:
             parts_t.append(np.array([self.ids["eos"]]))
             parts_m.append(np.array([LOSS], np.uint8))
         tokens = np.concatenate(parts_t)
         mask = np.concatenate(parts_m)
-        cropped = take < d.length
-        nbytes = int(self.token_bytes[body_t].sum()) if cropped else int(pool.bytes[i])
+        if lo > 0:
+            mask[0] &= ~np.uint8(LOSS)  # the overlap token: the previous piece trained on it
+            body_t = body_t[1:] if lo > p else body_t  # and counted its bytes
+        whole = lo == 0 and hi == d.length
+        nbytes = int(pool.bytes[i]) if whole else int(self.token_bytes[body_t].sum())
         self.counts.tokens += len(tokens)
         self.counts.loss += int(np.count_nonzero(mask & LOSS))
         self.counts.meta += int(np.count_nonzero(mask & META))
-        return tokens, mask, min(p, take - 1), nbytes
+        return tokens, mask, max(0, min(hi, 1 + p) - max(lo, 1)), nbytes
 
 
-def _mask_roles(body_mask: np.ndarray, pool, i: int, masked: list[str]) -> int:
-    """Clear LOSS on the spans of masked roles; returns how many tokens it cleared."""
+def _mask_roles(body_mask: np.ndarray, pool, i: int, masked: list[str], first: int = 0) -> int:
+    """Clear LOSS on the spans of masked roles in a piece of the text that starts at text token
+    `first`; returns how many tokens it cleared."""
     names = pool.column("role_names")[i].as_py()
     lengths = pool.column("role_lengths")[i].as_py()
     cleared = 0
-    offset = 0
+    offset = -first
     for role, length in zip(names, lengths):
-        if role in masked and offset < len(body_mask):
-            span = body_mask[offset:offset + length]
+        if role in masked and offset < len(body_mask) and offset + length > 0:
+            span = body_mask[max(offset, 0):offset + length]
             cleared += int(np.count_nonzero(span & LOSS))
             span &= ~np.uint8(LOSS)
         offset += length
@@ -137,5 +145,6 @@ PACKED_EXTRA = [
     pa.field("replay_of", pa.string()),   # the replayed stage, null for the stage's own mix
     pa.field("epoch", pa.int32()),
     pa.field("fim", pa.bool_()),
-    pa.field("cropped", pa.int64()),      # tokens of the document cut off at the row's end
+    pa.field("cropped", pa.int64()),      # tokens of the document cut off at the row's end (long_docs: crop)
+    pa.field("offset", pa.int64()),       # the piece's first token in its document's sequence (BOS = 0)
 ]

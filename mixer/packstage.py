@@ -15,6 +15,7 @@ last shard, whose `_rejects/` file lists them by id.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,9 @@ class Pack(GlobalStage):
                              f"_artifacts/{TOKENIZER_ARTIFACT}", vocab.sha256)
         writer = ShardedOutput(ctx.out_root, layout, self.stage_id, max(1, mixture.shard_tokens // stage.seq_len),
                                list(loaded.values()))
-        streams = [SlotStream(s, j, mixture.seed, stage.seq_len, stage.meta, stage.fim_rate) for j, s in enumerate(slots)]
+        split = stage.long_docs == "split"
+        streams = [SlotStream(s, j, mixture.seed, stage.seq_len, stage.meta, stage.fim_rate, split)
+                   for j, s in enumerate(slots)]
         assembler = Assembler(slots, stage, vocab.ids, vocab.token_bytes)
         greedy = Greedy(stage.seq_len)
         placed = np.zeros(len(slots), np.int64)
@@ -98,22 +101,38 @@ class Pack(GlobalStage):
 
         credit = np.zeros(len(slots))
 
+        fit = Waste()
+
+        # Split documents fill rows to the last token: the draw is whole rows less the one token of
+        # overlap the packer may add to a row when it splits a piece into its room, and each slot
+        # stops at its share of it (inside a document if need be).
+        budget = -(-stage.tokens // (stage.seq_len - 1)) * (stage.seq_len - 1) if split else stage.tokens
+
         def drawn():
-            for d in draw_stage(slots, streams, stage.tokens, credit):
-                greedy.add(d.length)
+            for d in draw_stage(slots, streams, budget, credit, exact=split):
+                if d.offset == 0:
+                    greedy.add(d.length)
+                else:  # a continuation chunk: one of its tokens repeats the previous chunk's last
+                    fit.tokens -= 1
+                    fit.overlap += 1
                 yield d
 
         def cropped(d: Draw, lost: int) -> None:
             credit[d.slot] -= lost
 
-        fit = Waste()
-        for row in best_fit(drawn(), stage.seq_len, mixture.lookahead, lambda d: d.length, fit, cropped):
+        def split_piece(d: Draw, n: int) -> tuple[Draw, Draw]:
+            credit[d.slot] += 1  # the tail's overlap token is placed too
+            return replace(d, take=n), replace(d, offset=d.offset + n - 1, take=d.take - n + 1)
+
+        for row in best_fit(drawn(), stage.seq_len, mixture.lookahead, lambda d: d.take if split else d.length,
+                            fit, cropped, split_piece if split else None):
             writer.add_row(row, slots, assembler)
             for d, take in row:
                 placed[d.slot] += take
                 pieces[d.slot] += 1
-                fims[d.slot] += d.fim
+                fims[d.slot] += d.fim and d.offset == 0
         assembler.close()
+        fit.unfinished = sum(stream.unfinished() for stream in streams)
         writer.finish(_rejects(slots, writer), stage.id)
         summary = _summary(stage, slots, streams, placed, pieces, fims, assembler, fit, greedy.finish(), vocab)
         write_artifact(ctx.out_root, MIX_ARTIFACT, {"tokens": layout.to_json(), "mix": summary})
@@ -181,7 +200,8 @@ class ShardedOutput:
             ix["replay_of"].append(slot.origin if slot.replay else None)
             ix["epoch"].append(d.epoch)
             ix["fim"].append(d.fim)
-            ix["cropped"].append(d.length - take)
+            ix["cropped"].append(d.length - take if d.cropped or take < d.take else 0)
+            ix["offset"].append(d.offset)
             self.index_pool.append(k)
             self.index_doc.append(d.doc)
             offset += take

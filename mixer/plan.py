@@ -4,7 +4,9 @@ A stage's budget splits into *slots*: one per source in its `mix` (sharing 1 - r
 weight) and, with `replay`, one per source of each replayed stage (sharing the replay share in
 proportion to the tokens that stage gave the source). A slot draws from the documents its rules
 admit; for replay those are the replayed stage's rules, so replay brings back data like the earlier
-stage's and nothing else. Epochs = target tokens / eligible tokens (weighted by cluster_weight under
+stage's and nothing else. A document counts with every token it places in rows (split across rows,
+with the chunks' overlap; cropped to a row where the stage crops long documents). Epochs = target
+tokens / eligible tokens (weighted by cluster_weight under
 cluster_rebalance); a slot that would pass over its pool more often than its cap is refused here,
 before anything is built.
 """
@@ -18,6 +20,7 @@ import numpy as np
 
 from assay.pipeline.errors import UserError
 
+from .pack import chunked_length
 from .pools import Pool, reasons
 from .recipe import Mixture, StageSpec
 
@@ -37,7 +40,7 @@ class Slot:
     pool: Pool
     reasons: np.ndarray = field(repr=False)
     eligible: np.ndarray = field(repr=False)
-    lengths: np.ndarray = field(repr=False)  # packed length per eligible document, cropped to seq_len
+    lengths: np.ndarray = field(repr=False)  # tokens each eligible document places in rows
     weights: np.ndarray | None = field(repr=False)
     available: float = 0.0
 
@@ -87,12 +90,19 @@ def stage_slots(mixture: Mixture, stage_id: str, pools: dict[str, Pool]) -> list
         pool = pools[name]
         why = reasons(pool, mixture.sources[name], origin, origin.entry(name))
         eligible = np.flatnonzero(why == None)  # noqa: E711 (elementwise)
-        lengths = np.minimum(pool.packed_length(stage.meta)[eligible], stage.seq_len)
+        lengths = row_tokens(pool.packed_length(stage.meta)[eligible], stage)
         weights = pool.weights()[eligible] if stage.cluster_rebalance and pool.has_column_values("cluster_weight") else None
         available = float((lengths * weights).sum() if weights is not None else lengths.sum())
         slots.append(Slot(stage.id, name, origin.id, share, share * stage.tokens, _cap(mixture, stage, origin, name),
                           pool, why, eligible, lengths, weights, available))
     return slots
+
+
+def row_tokens(lengths: np.ndarray, stage: StageSpec) -> np.ndarray:
+    """Tokens documents of these packed lengths place in a stage's rows (pack.chunked_length)."""
+    if stage.long_docs == "crop":
+        return np.minimum(lengths, stage.seq_len)
+    return chunked_length(lengths, stage.seq_len)
 
 
 def check(slots: list[Slot], stage: StageSpec) -> None:
@@ -138,10 +148,12 @@ PLAN_HEADERS = ["stage (seq_len)", "source", "share", "tokens", "eligible tokens
 
 def precision_notes(mixture: Mixture, plan: dict[str, list[Slot]]) -> list[str]:
     """Why realized shares may miss their targets by more than 1%: documents are drawn whole, so a
-    stage whose largest document is a big part of its budget cannot split shares finer than that."""
+    stage whose largest draw (a document, or a chunk of a row) is a big part of its budget cannot split
+    shares finer than that."""
     notes = []
     for stage in mixture.stages:
-        largest = max((int(s.lengths.max()) for s in plan[stage.id] if len(s.lengths) and s.share > 0), default=0)
+        largest = max((min(int(s.lengths.max()), stage.seq_len) for s in plan[stage.id]
+                       if len(s.lengths) and s.share > 0), default=0)  # a draw is at most a row
         if largest > 0.01 * stage.tokens:
             notes.append(f"stage {stage.id!r}: one document can take {largest:,} tokens, {largest / stage.tokens:.1%} "
                          f"of its {stage.tokens:,}, so realized shares can miss the targets by about that much "

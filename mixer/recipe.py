@@ -130,6 +130,9 @@ class StageSpec(Strict):
     max_tokens: int | None = Field(None, ge=1)
     max_epochs: float | None = Field(None, gt=0)
     fim_rate: float = Field(0.0, ge=0, le=1)
+    long_docs: Literal["split", "crop"] = Field(
+        "split", description="A document longer than a row: split into chunks continuing across rows "
+        "(every token kept), or crop it to one row (its tail dropped)")
     meta: bool = True
     mask_roles: list[str] = Field(default_factory=list)
 

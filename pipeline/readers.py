@@ -37,6 +37,14 @@ from .stage import Params, SourceStage, register
 REJECT_SNIPPET_CHARS = 2_000
 DETAIL_CHARS = 500
 READER_SCHEMA = DOC_SCHEMA.append(pa.field(REJECT_REASON, pa.string())).append(pa.field(REJECT_DETAIL, pa.string()))
+# The `segments` contract (DESIGN.md): a document built from parts carries a list of {role, text}
+# whose texts concatenate exactly to `text`; the mixer masks roles from the loss per training stage.
+SEGMENT_ROLES = ("context", "scaffold", "system", "user", "assistant", "tool")
+SEGMENTS_TYPE = pa.list_(pa.struct([pa.field("role", pa.string()), pa.field("text", pa.string())]))
+SEGMENTS_SCHEMA = READER_SCHEMA.append(pa.field("segments", SEGMENTS_TYPE))
+# Chat `messages` roles as segment roles (OpenAI-style records; "developer" is the newer "system").
+CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
+              "tool": "tool", "function": "tool"}
 
 # Param type for `content_type`: a typo is caught by `assay validate`, not discovered in the data.
 ContentType = Literal[CONTENT_TYPES]  # type: ignore[valid-type]
@@ -119,9 +127,11 @@ class DocBuffer:
     (`replaced_surrogates`: field -> count), so a row can always be written.
     """
 
-    def __init__(self, source: str, flush_rows: int = 5_000, origin: str | None = None):
+    def __init__(self, source: str, flush_rows: int = 5_000, schema: pa.Schema = READER_SCHEMA,
+                 origin: str | None = None):
         self.source = valid_utf8(source)[0]  # it comes from file names, which need not be UTF-8
         self.flush_rows = flush_rows
+        self.schema = schema
         self.rows: list[dict[str, Any]] = []
         # A reader that enters files mid-way names each record's position (a line number): the id is
         # then (origin, position), the same however the file was split into tasks.
@@ -134,7 +144,7 @@ class DocBuffer:
 
     def add(self, text: str, *, url: str | None = None, content_type: str | None = None,
             lang: str | None = None, domain: str | None = None, meta: dict | None = None,
-            source: str | None = None, position: Any = None) -> None:
+            source: str | None = None, segments: list[dict] | None = None, position: Any = None) -> None:
         if not isinstance(text, str):
             raise Reject("wrong_type", f"text is {type(text).__name__}, expected a string")
         meta = dict(meta or {})
@@ -157,8 +167,10 @@ class DocBuffer:
             replaced["meta"] = count
         if replaced:
             meta_json = dumps_meta(dict(json.loads(meta_json), replaced_surrogates=replaced))
+        if segments is not None:
+            segments = [{"role": x["role"], "text": valid_utf8(x["text"])[0]} for x in segments]
         self.rows.append(dict(fields, id=self._id(position, fields["text"], fields["source"], fields["url"]),
-                              meta=meta_json, **{REJECT_REASON: None, REJECT_DETAIL: None}))
+                              meta=meta_json, segments=segments, **{REJECT_REASON: None, REJECT_DETAIL: None}))
 
     def reject(self, reason: str, detail: str, *, raw: str | bytes = "", where: str = "", meta: dict | None = None,
                position: Any = None) -> None:
@@ -193,21 +205,21 @@ class DocBuffer:
     def take(self) -> pa.Table:
         rows, self.rows = self.rows, []
         try:
-            return pa.Table.from_pylist(rows, schema=READER_SCHEMA)
+            return pa.Table.from_pylist(rows, schema=self.schema)
         except Exception as exc:  # a value add() did not foresee: find the row, keep the others
             if not caused_by_input(exc):
                 raise
-            return pa.concat_tables([self._one_row(row) for row in rows] or [READER_SCHEMA.empty_table()])
+            return pa.concat_tables([self._one_row(row) for row in rows] or [self.schema.empty_table()])
 
     def _one_row(self, row: dict[str, Any]) -> pa.Table:
         try:
-            return pa.Table.from_pylist([row], schema=READER_SCHEMA)
+            return pa.Table.from_pylist([row], schema=self.schema)
         except Exception as exc:
             if not caused_by_input(exc):
                 raise
             location = f"{row.get('url') or ''} {row.get('meta') or ''}"[:REJECT_SNIPPET_CHARS]
             self.reject(reject_reason(exc, "wrong_type"), describe(exc), where=location)
-            return pa.Table.from_pylist([self.rows.pop()], schema=READER_SCHEMA)
+            return pa.Table.from_pylist([self.rows.pop()], schema=self.schema)
 
 
 # ---- the per-file guard --------------------------------------------------------------------------
@@ -222,7 +234,7 @@ def guard_file(read_file: Callable[..., Iterator[pa.Table]]) -> Callable[..., It
 
     @functools.wraps(read_file)
     def read(self, path: str, byte_range: tuple[int, int] | None = None) -> Iterator[pa.Table]:
-        buf = DocBuffer(self.source_for(path))
+        buf = DocBuffer(self.source_for(path), schema=self.reader_schema)
         rows = 0
         where = f"{path}[{byte_range[0]}:{byte_range[1]}]" if byte_range else path
         with buf.guard(where, "corrupt_file"):
@@ -241,6 +253,8 @@ def guard_file(read_file: Callable[..., Iterator[pa.Table]]) -> Callable[..., It
 
 class FileReader(SourceStage):
     """Base of stages that read files: every subclass's `read_file` is wrapped by `guard_file`."""
+
+    reader_schema: pa.Schema = READER_SCHEMA  # what its tables hold (with `segments` where it reads them)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -266,6 +280,57 @@ def _no_constant(name: str) -> Any:
 _JSON = json.JSONDecoder(parse_constant=_no_constant)
 
 
+def take_segments(record: dict, text: Any) -> tuple[Any, list[dict] | None]:
+    """(text, segments) of a record: its `segments` (list of {role, text} concatenating to the text,
+    which may then be left out), or its chat `messages` (list of {role, content}) as segments joined
+    by blank lines. Anything else is a `bad_segments` reject saying what is wrong."""
+    segments, messages = record.pop("segments", None), record.pop("messages", None)
+    if segments is None and messages is None:
+        return text, None
+    if segments is not None and messages is not None:
+        raise Reject("bad_segments", "both `segments` and `messages` given; keep one")
+    if messages is not None:
+        segments = _messages_as_segments(messages)
+    if not isinstance(segments, list) or not segments:
+        raise Reject("bad_segments", f"`segments` must be a non-empty list of {{role, text}}, got {type(segments).__name__}")
+    for i, seg in enumerate(segments):
+        if not isinstance(seg, dict) or set(seg) != {"role", "text"}:
+            raise Reject("bad_segments", f"segment {i} must be an object with exactly `role` and `text`")
+        if seg["role"] not in SEGMENT_ROLES:
+            raise Reject("bad_segments", f"segment {i}: unknown role {seg['role']!r}; expected one of "
+                         f"{', '.join(SEGMENT_ROLES)}")
+        if not isinstance(seg["text"], str):
+            raise Reject("bad_segments", f"segment {i}: text is {type(seg['text']).__name__}, expected a string")
+    joined = "".join(seg["text"] for seg in segments)
+    if text is None:
+        return joined, segments
+    if text != joined:
+        raise Reject("bad_segments", f"the segments' texts ({len(joined)} characters) do not concatenate to "
+                     f"the text ({len(text) if isinstance(text, str) else type(text).__name__})")
+    return text, segments
+
+
+def _messages_as_segments(messages: Any) -> list[dict]:
+    if not isinstance(messages, list) or not messages:
+        raise Reject("bad_segments", f"`messages` must be a non-empty list of {{role, content}}, got {type(messages).__name__}")
+    out = []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or msg.get("role") not in CHAT_ROLES:
+            role = msg.get("role") if isinstance(msg, dict) else None
+            raise Reject("bad_segments", f"message {i}: role {role!r} is not one of {', '.join(CHAT_ROLES)}")
+        content = msg.get("content")
+        if isinstance(content, list):  # content parts: only text parts carry text
+            if any(not isinstance(c, dict) or c.get("type") != "text" or not isinstance(c.get("text"), str)
+                   for c in content):
+                raise Reject("bad_segments", f"message {i}: a content part is not a {{type: text, text}} part")
+            content = "".join(c["text"] for c in content)
+        if content is not None and not isinstance(content, str):
+            raise Reject("bad_segments", f"message {i}: content is {type(content).__name__}, expected a string")
+        sep = "\n\n" if i < len(messages) - 1 else ""
+        out.append({"role": CHAT_ROLES[msg["role"]], "text": (content or "") + sep})
+    return out
+
+
 class JsonlParams(Params):
     paths: list[str] = Field(description="Files, directories or globs of .jsonl / .jsonl.gz / .jsonl.zst")
     source: str | None = Field(None, description="Dataset name written to `source`; default: the file's stem")
@@ -282,10 +347,11 @@ class JsonlParams(Params):
 
 @register("read.jsonl")
 class ReadJsonl(FileReader):
-    """Read JSON Lines (plain, gzip or zstd). Fields other than text/url/lang go to `meta`.
+    """Read JSON Lines (plain, gzip or zstd). Fields other than text/url/lang go to `meta`; a
+    `segments` list ({role, text}) or chat `messages` ({role, content}) becomes the `segments` column.
 
     Rejects: bad_json (line N), invalid_utf8, missing_text, wrong_type, too_large, too_deep,
-    corrupt_file (damaged compression; the lines before the damage are kept), empty_file.
+    bad_segments, corrupt_file (damaged compression; the lines before the damage are kept), empty_file.
 
     A plain (uncompressed) file larger than `task_mb` is read as several tasks, each owning the lines
     that start in its byte range; the rows, their order and the rejects (line numbers included) are
@@ -296,6 +362,8 @@ class ReadJsonl(FileReader):
 
     Params = JsonlParams
     splittable = True
+    columns = {"segments": SEGMENTS_TYPE}
+    reader_schema = SEGMENTS_SCHEMA
 
     @property
     def task_bytes(self) -> int:  # type: ignore[override]
@@ -303,7 +371,8 @@ class ReadJsonl(FileReader):
 
     def read_file(self, path: str, byte_range: tuple[int, int] | None = None) -> Iterator[pa.Table]:
         p = self.params
-        buf = DocBuffer(self.source_for(path), origin=path)  # ids from line numbers: the same split or whole
+        # ids from line numbers: the same whether the file is read whole or split into tasks
+        buf = DocBuffer(self.source_for(path), schema=self.reader_schema, origin=path)
         lineno = 0
         with buf.guard(lambda: f"{path} after line {lineno}", "corrupt_file"):
             with open_binary(path, max_expansion=p.max_expansion) as fh:
@@ -327,14 +396,15 @@ class ReadJsonl(FileReader):
         record = _JSON.decode(raw.decode("utf-8-sig" if first else "utf-8"))
         if not isinstance(record, dict):
             raise Reject("bad_json", f"expected an object, got {type(record).__name__}")
-        text = record.pop(p.text_field, None)
+        text, segments = take_segments(record, record.pop(p.text_field, None))
         if text is None:
             raise Reject("missing_text", f"field {p.text_field!r} is missing or null")
         if not isinstance(text, str):
             raise Reject("wrong_type", f"field {p.text_field!r} is {type(text).__name__}, expected a string")
         url = record.pop(p.url_field, None) if p.url_field else None
         lang = record.pop(p.lang_field, None) if p.lang_field else None
-        buf.add(text, url=url, content_type=p.content_type, lang=lang, meta=record, position=lineno)
+        buf.add(text, url=url, content_type=p.content_type, lang=lang, meta=record, segments=segments,
+                position=lineno)
 
 
 # ---- one document per file ------------------------------------------------------------------------------
@@ -428,19 +498,22 @@ def _batch_rows(batch: pa.RecordBatch) -> Iterator[dict | Exception]:
 
 @register("read.parquet")
 class ReadParquet(FileReader):
-    """Read outside Parquet into documents: schema columns are mapped, every other column goes to `meta`.
+    """Read outside Parquet into documents: schema columns are mapped, every other column goes to `meta`;
+    a `segments` column ({role, text}) or chat `messages` ({role, content}) becomes `segments`.
 
     Rejects: wrong_schema / wrong_type (no usable text column: one reject for the file), missing_text,
-    invalid_utf8, too_large, bad_json (a `meta` string that is not a JSON object), corrupt_file.
+    invalid_utf8, too_large, bad_json (a `meta` string that is not a JSON object), bad_segments, corrupt_file.
 
     Example: assay read parquet 'hf_export/*.parquet' out/ --text-field content
     """
 
     Params = ParquetParams
+    columns = {"segments": SEGMENTS_TYPE}
+    reader_schema = SEGMENTS_SCHEMA
 
     def read_file(self, path: str) -> Iterator[pa.Table]:
         p = self.params
-        buf = DocBuffer(self.source_for(path))
+        buf = DocBuffer(self.source_for(path), schema=self.reader_schema)
         seen = 0
         with buf.guard(lambda: f"{path} after row {seen}" if seen else path, "corrupt_file"):
             with pq.ParquetFile(path) as pf:
@@ -462,6 +535,7 @@ class ReadParquet(FileReader):
         text = row.pop(p.text_field, None)
         if isinstance(text, bytes):
             text = text.decode("utf-8")
+        text, segments = take_segments(row, text)
         if text is None:
             raise Reject("missing_text", f"column {p.text_field!r} is null")
         if len(text) > p.max_doc_bytes or (4 * len(text) > p.max_doc_bytes and len(text.encode("utf-8", "surrogatepass")) > p.max_doc_bytes):
@@ -475,7 +549,7 @@ class ReadParquet(FileReader):
             fields["content_type"] = None
         meta.update(row)
         buf.add(text, url=fields["url"], content_type=fields["content_type"] or p.content_type,
-                lang=fields["lang"], domain=fields["domain"], meta=meta, source=source)
+                lang=fields["lang"], domain=fields["domain"], meta=meta, source=source, segments=segments)
 
 
 def _meta_dict(meta: Any) -> dict:

@@ -13,6 +13,7 @@ from assay.mixer.recipe import parse_mixture
 from assay.mixer.tokenize import _fim_pieces
 from assay.mixer.tokenizer import Vocab, train_bpe
 from assay.pipeline.dataset import Dataset
+from assay.pipeline.schema import doc_id
 from assay.pipeline.tokens import LOSS, META, PAD, TokenDataset, loss_targets
 
 from mixer_corpus import documents, mixture_data, shard_files, write_corpus
@@ -88,26 +89,48 @@ def test_replay_draws_only_from_earlier_stages_sources(built):
         assert (replayed > 0) == bool(allowed)
 
 
+def _sequences(out) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    """doc_id -> (prefix tokens, text tokens, FIM variant or None), read back from the tokenized stream."""
+    tokenized = next(p for p in out.iterdir() if p.name.startswith("tokenized-"))
+    ds = TokenDataset(tokenized)
+    seqs = {}
+    for index in ds.shard_indexes():
+        stream = np.asarray(ds.tokens(index))
+        for r in ds.docs(index).to_pylist():
+            s, p = r["start"], r["prefix_length"]
+            fim = stream[r["fim_start"]:r["fim_start"] + r["fim_length"]] if r["fim_start"] >= 0 else None
+            seqs[r["doc_id"]] = (stream[s:s + p], stream[s + p:s + r["length"]], fim)
+    return seqs
+
+
 def test_round_trip_gives_back_the_documents(built):
     mixture, out, docs, _ = built
     seed = mixture.seed
     vocab = Vocab.load(tokenizer_path(out))
     sp = {v: k for k, v in vocab.ids.items()}
-    seen_fim = seen_plain = 0
+    seqs = _sequences(out)
+    seen_fim = seen_plain = seen_chunks = 0
     for stage in ("broad", "anneal", "chat"):
-        for tokens, _, row in _pieces(out, stage):
+        meta = mixture.stage(stage).meta
+        for tokens, mask, row in _pieces(out, stage):
             doc = docs[row["doc_id"]]
+            prefix, text, fim = seqs[row["doc_id"]]
+            # every piece is exactly its span of the document's sequence BOS, prefix, text or FIM, EOS
+            whole = np.concatenate([[vocab.ids["bos"]], prefix if meta else [], fim if row["fim"] else text,
+                                    [vocab.ids["eos"]]])
+            assert np.array_equal(tokens, whole[row["offset"]:row["offset"] + row["length"]]) and not row["cropped"]
+            if row["offset"] or row["length"] < len(whole):  # a chunk: the overlap token is context only
+                seen_chunks += 1
+                assert not row["offset"] or not mask[0] & LOSS
+                continue
             assert sp.get(int(tokens[0])) == "bos"
             p = row["prefix_length"]
             if p:
                 prefix = vocab.decode(tokens[1:1 + p])
                 assert prefix.startswith("<|meta|>content_type: ") and prefix.endswith("<|/meta|>")
                 assert f"lang: {doc['lang']}" in prefix
-            body = tokens[1 + p:]
-            if not row["cropped"]:
-                assert sp.get(int(body[-1])) == "eos"
-                body = body[:-1]
-            text = vocab.decode(body).rstrip("\ufffd" if row["cropped"] else "")
+            assert sp.get(int(tokens[-1])) == "eos"
+            text = vocab.decode(tokens[1 + p:-1])
             expected = doc["text"]
             if row["fim"]:  # prefix-suffix-middle, split where (seed, id) says
                 pre, mid, suf = _fim_pieces(doc["text"], doc["id"], seed)
@@ -116,12 +139,59 @@ def test_round_trip_gives_back_the_documents(built):
                 seen_fim += 1
             else:
                 seen_plain += 1
-            if row["cropped"]:
-                assert expected.startswith(text)  # cropped: the head of the document (maybe all but EOS)
-            else:
-                assert text == expected
-                assert row["bytes"] == len(doc["text"].encode())
-    assert seen_fim > 10 and seen_plain > 100
+            assert text == expected
+            assert row["bytes"] == len(doc["text"].encode())
+    assert seen_fim > 10 and seen_plain > 100 and seen_chunks > 0
+
+
+def test_a_long_document_reassembles_from_its_chunks(corpus, tmp_path):
+    """Issue #32: a document longer than a row continues across rows; its chunks (each recording its
+    offset) give back every token, the text and its bytes; cropping is still there when asked for."""
+    root, docs = corpus
+    rng = np.random.default_rng(5)
+    long = [{"text": " ".join(rng.choice(["alpha", "beta", "données", "日本語", "x=1;", "\n"], 900)) + f" end {i}",
+             "source": "books", "content_type": "book", "lang": "en"} for i in range(3)]
+    for k, d in enumerate(long):
+        d["url"] = f"https://books.example/{k}"
+        d["id"] = doc_id(d["text"], d["source"], d["url"])
+    write_corpus(tmp_path / "docs", long + list(docs.values())[:150], shards=1)
+    data = mixture_data(tmp_path / "docs", root / "tokenizer.json")
+    data["sources"] = {"books": {"path": str(tmp_path / "docs"), "content_types": ["book"]},
+                       "web": {"path": str(tmp_path / "docs"), "content_types": ["web"]}}
+    data["max_epochs"] = 1
+    stage = {"id": "one", "tokens": 8000, "seq_len": 128, "mix": {"books": 1, "web": 1}}
+    data["stages"] = [stage, dict(stage, id="cropped", long_docs="crop", tokens=2000, mix={"books": 0.15, "web": 1})]
+    mixture = parse_mixture(data, tmp_path / "mix.yaml")
+    build(mixture, tmp_path / "out", log=lambda *_: None)
+    vocab = Vocab.load(tmp_path / "out" / "tokenizer.json")
+    seqs = _sequences(tmp_path / "out")
+    chunks: dict[str, list] = {}
+    for tokens, mask, row in _pieces(tmp_path / "out", "one"):
+        chunks.setdefault(row["doc_id"], []).append((row["offset"], tokens, mask, row["bytes"]))
+    finished = 0
+    for d in (d for d in long if d["id"] in chunks):
+        parts = sorted(chunks[d["id"]], key=lambda c: c[0])
+        assert len(parts) > 3 and parts[0][0] == 0
+        prefix, text, _ = seqs[d["id"]]
+        whole = np.concatenate([[vocab.ids["bos"]], prefix, text, [vocab.ids["eos"]]])
+        if parts[-1][0] + len(parts[-1][1]) < len(whole):
+            continue  # the stage's budget ended inside this document (counted as unfinished below)
+        finished += 1
+        rebuilt = np.full(len(whole), -1)
+        for offset, tokens, mask, _ in parts:
+            if offset:  # one token of overlap, the same token, never a target here
+                assert rebuilt[offset] == tokens[0] and not mask[0] & LOSS
+            rebuilt[offset:offset + len(tokens)] = tokens
+        assert np.array_equal(rebuilt, whole)
+        assert vocab.decode(rebuilt[1 + len(prefix):-1]) == d["text"]
+        assert sum(c[3] for c in parts) == len(d["text"].encode())
+    assert finished >= 1
+    fit = _manifest(tmp_path / "out", "one")["mix"]["packing"]["best_fit"]
+    assert fit["cropped_tokens"] == 0 and fit["padded_fraction"] < 0.02, fit
+    assert fit["kept_fraction"] == 1.0 and fit["unfinished_tokens"] > 0  # the budget ended inside a book
+    crop = _manifest(tmp_path / "out", "cropped")["mix"]["packing"]["best_fit"]
+    assert crop["cropped_tokens"] > 0
+    assert all(not row["offset"] for _, _, row in _pieces(tmp_path / "out", "cropped"))
 
 
 def test_masks_cover_exactly_prefix_scaffold_and_user_turns(built):
@@ -131,7 +201,8 @@ def test_masks_cover_exactly_prefix_scaffold_and_user_turns(built):
     for stage, masked, meta in (("anneal", {"scaffold"}, True), ("chat", {"user"}, False)):
         for tokens, mask, row in _pieces(out, stage):
             doc = docs[row["doc_id"]]
-            if not doc.get("segments") or row["cropped"] or row["fim"]:
+            whole = not row["offset"] and int(tokens[-1]) == vocab.ids["eos"]  # not a chunk
+            if not doc.get("segments") or not whole or row["fim"]:
                 continue
             p = row["prefix_length"]
             assert (p > 0) == meta
@@ -248,3 +319,69 @@ def test_sources_from_two_datasets_keep_one_ledger(corpus, tmp_path):
         assert reason == ("not_in_mix" if kind in ("web", "synthetic") else "not_selected"), (kind, reason)
     used = {row["doc_id"] for _, _, row in _pieces(tmp_path / "out", "one")}
     assert used.isdisjoint(rejects) and len(used) + len(rejects) == len(docs)
+
+
+def test_segments_and_chat_messages_from_jsonl_become_masks(corpus, tmp_path):
+    """Issue #32: roles from any reader. `segments` and chat `messages` JSONL read by read.jsonl (and
+    Parquet by read.parquet) come through as the segments column; a stage masking `user` clears LOSS on
+    exactly the user turns; malformed segments are rejects with a reason."""
+    import gzip
+
+    import pyarrow as pa
+
+    from assay.pipeline.readers import ReadJsonl, ReadParquet
+    from assay.pipeline.runner import run_stage
+
+    root, _ = corpus
+    good = [{"segments": [{"role": "system", "text": "Be brief.\n"}, {"role": "user", "text": f"what is {i} plus {i}?\n"},
+                          {"role": "assistant", "text": f"{2 * i}, the sum of {i} and {i}."}], "url": f"https://c/{i}"}
+            for i in range(40)]
+    chats = [{"messages": [{"role": "user", "content": f"name a colour number {i}"},
+                           {"role": "assistant", "content": [{"type": "text", "text": f"blue {i}"}]}]} for i in range(40)]
+    bad = [{"text": "ab", "segments": [{"role": "user", "text": "a"}, {"role": "assistant", "text": "c"}]},
+           {"segments": [{"role": "narrator", "text": "x"}]},
+           {"segments": "user: hi"},
+           {"messages": [{"role": "robot", "content": "beep"}]},
+           {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]}]
+    path = tmp_path / "chat.jsonl.gz"
+    with gzip.open(path, "wt") as fh:
+        for record in good + chats + bad:
+            fh.write(json.dumps(record) + "\n")
+    run_stage(ReadJsonl({"paths": [str(path)], "source": "chat", "content_type": "synthetic"}, stage_id="read"),
+              [], tmp_path / "read")
+    ds = Dataset(tmp_path / "read")
+    kept = ds.read().to_pylist()
+    assert len(kept) == 80 and all("".join(s["text"] for s in r["segments"]) == r["text"] for r in kept)
+    assert kept[40]["segments"] == [{"role": "user", "text": "name a colour number 0\n\n"},
+                                    {"role": "assistant", "text": "blue 0"}]
+    rejects = ds.read_rejects().to_pylist()
+    assert [r["reject_reason"] for r in rejects] == ["bad_segments"] * 5
+    details = " | ".join(r["reject_detail"] for r in rejects)
+    for why in ("do not concatenate", "unknown role 'narrator'", "non-empty list", "'robot'", "content part"):
+        assert why in details
+    # the same documents through Parquet keep their segments
+    pq.write_table(pa.table({"text": [r["text"] for r in kept], "segments": [r["segments"] for r in kept]}),
+                   tmp_path / "chat.parquet")
+    run_stage(ReadParquet({"paths": [str(tmp_path / "chat.parquet")], "source": "chat"}, stage_id="pq"), [],
+              tmp_path / "pq")
+    assert [r["segments"] for r in Dataset(tmp_path / "pq").read().to_pylist()] == [r["segments"] for r in kept]
+
+    data = mixture_data(tmp_path / "read", root / "tokenizer.json")
+    data["sources"] = {"chat": {"path": str(tmp_path / "read")}}
+    data["stages"] = [{"id": "sft", "tokens": 2000, "seq_len": 128, "mix": {"chat": 1}, "mask_roles": ["user"],
+                       "meta": False}]
+    build(parse_mixture(data, tmp_path / "mix.yaml"), tmp_path / "out", log=lambda *_: None)
+    vocab = Vocab.load(tmp_path / "out" / "tokenizer.json")
+    by_id = {r["id"]: r for r in kept}
+    checked = 0
+    for tokens, mask, row in _pieces(tmp_path / "out", "sft"):
+        if row["offset"] or int(tokens[-1]) != vocab.ids["eos"]:
+            continue  # whole documents only
+        segs = by_id[row["doc_id"]]["segments"]
+        ids = vocab.encode([s["text"] for s in segs])
+        expected = np.concatenate([np.full(len(t), 0 if s["role"] == "user" else LOSS, np.uint8)
+                                   for s, t in zip(segs, ids)])
+        assert np.array_equal(mask[1:-1], expected)
+        assert (expected == 0).any() and (expected == LOSS).any()
+        checked += 1
+    assert checked > 10

@@ -37,6 +37,21 @@ def test_best_fit_wastes_less_than_greedy(seq_len):
           f"greedy {g.to_json(seq_len)['waste_fraction']:.2%}")
 
 
+@pytest.mark.parametrize("seq_len", [257, 4097])
+def test_splitting_keeps_every_token_and_pads_only_the_end(seq_len):
+    """Documents continue across rows as chunks (one token of overlap each): nothing cropped, and
+    padding only where the stream runs out."""
+    lengths = _lengths(5_000)
+    fit = Waste()
+    split = lambda n, k: (k, n - k + 1)  # noqa: E731  (items are lengths here)
+    rows = list(best_fit(lengths, seq_len, 512, lambda n: n, fit, split=split))
+    assert fit.cropped == 0 and fit.tokens == sum(lengths)
+    placed = sum(t for r in rows for _, t in r)
+    assert placed == sum(lengths) + fit.overlap and placed + fit.padded == len(rows) * seq_len
+    assert all(sum(t for _, t in r) >= seq_len - 1 for r in rows[:-3])  # full but the last few (a room of 1 is padded)
+    assert fit.to_json(seq_len)["padded_fraction"] < 0.02 and fit.to_json(seq_len)["kept_fraction"] == 1.0
+
+
 def test_best_fit_is_deterministic_and_prefers_the_longest_that_fits():
     rows = list(best_fit([5, 3, 8, 2, 6, 1], 10, 10, lambda n: n))
     assert rows == list(best_fit([5, 3, 8, 2, 6, 1], 10, 10, lambda n: n))

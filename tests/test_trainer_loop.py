@@ -130,6 +130,19 @@ def test_eval_bits_per_byte_counts_document_bytes_per_source(data):
     # Untrained: about ln(320) nats per byte token; with the prefix removed the same text is scored.
     assert 7.0 < res["bpb"] < 9.5
     assert "no_prefix" in res and res["no_prefix"]["bytes"] == res["bytes"]
+    # Packed rows cut by max_rows: bits over every target of the first rows / the bytes those targets
+    # stand for (byte tokens are bytes; BOS, EOS and the prefix are not text).
+    import numpy as np
+
+    ds = TokenDataset(data["eval"])
+    tok, mask = np.asarray(ds.tokens(0), np.int64)[:5], np.asarray(ds.mask(0))[:5]
+    cut = evaluate(model, data["eval"], batch_size=2, max_rows=5, no_prefix=False)
+    with torch.no_grad():
+        nats = torch.nn.functional.cross_entropy(model.logits(torch.from_numpy(tok[:, :-1])).transpose(1, 2),
+                                                 torch.from_numpy(tok[:, 1:]), reduction="none").double().numpy()
+    scored = ((mask[:, 1:] & 1) != 0) & ((mask[:, 1:] & META) == 0)
+    assert cut["bytes"] == int((tok[:, 1:][scored] < 256).sum()) < res["bytes"]
+    assert abs(cut["bpb"] - nats[scored].sum() / math.log(2) / cut["bytes"]) < 1e-6
 
 
 def test_train_summary_telemetry_and_report(data, tmp_path):
@@ -195,3 +208,80 @@ def test_cli_one_line_errors_and_refuses_foreign_directories(data, tmp_path):
     assert (foreign / "notes.txt").read_text() == "keep me"
     with pytest.raises(UserError, match="pass --force to replace it"):
         train(cfg, data["eval"], log=lambda m: None)
+
+
+def test_evaluation_never_changes_training(data, tmp_path):
+    """Issue #27 item 6: evaluating every quarter of the run (held-out text, padded rows) leaves the
+    trajectory exactly as a run without evaluation: router load is counted in training mode only."""
+    tokens = 8 * 8 * 64
+    plain = _cfg(data, tokens=tokens, moe={"bias_rate": 0.01})
+    evaluated = _cfg(data, tokens=tokens, moe={"bias_rate": 0.01},
+                     eval={"sets": {"held": str(data["eval"])}, "every_tokens": tokens // 4})
+    train(plain, tmp_path / "plain", log=lambda m: None, report=False)
+    train(evaluated, tmp_path / "eval", log=lambda m: None, report=False)
+    assert len([r for r in read_metrics(tmp_path / "eval") if r["kind"] == "eval"]) == 4
+    a = torch.load(sorted((tmp_path / "plain" / "checkpoints").glob("*.pt"))[-1], weights_only=False)["model"]
+    b = torch.load(sorted((tmp_path / "eval" / "checkpoints").glob("*.pt"))[-1], weights_only=False)["model"]
+    assert any(k.endswith("expert_bias") and v.abs().sum() > 0 for k, v in a.items())
+    for key, value in a.items():
+        assert torch.equal(value, b[key]), key
+
+
+def test_flat_stream_bpb_with_max_rows_equals_an_independent_count(tmp_path):
+    """Issue #27 item 7: a flat `mix.tokenize` stream (metadata prefixes, FIM variants of code) scored
+    on its first windows: BPB = bits over exactly the scored tokens / UTF-8 bytes of those tokens."""
+    import numpy as np
+
+    from assay.mixer.tokenize import Tokenize
+    from assay.mixer.tokenizer import Vocab, train_bpe
+    from assay.pipeline.runner import run_stage
+    from assay.pipeline.tokens import LOSS
+    from mixer_corpus import documents, write_corpus
+
+    docs = documents(n_web=40, n_code=30, n_pr=10, n_chat=10)
+    docs = [docs[i] for i in np.random.default_rng(0).permutation(len(docs))]  # code among the first windows
+    write_corpus(tmp_path / "docs", docs)
+    train_bpe([d["text"] for d in docs], 400).save(str(tmp_path / "tok.json"))
+    params = {"tokenizer": str(tmp_path / "tok.json"), "meta_fields": ["content_type", "lang"],
+              "fim_content_types": ["code"], "seed": 1}
+    run_stage(Tokenize(params, stage_id="tok"), [tmp_path / "docs"], tmp_path / "stream")
+    vocab = Vocab.load(tmp_path / "tok.json")
+    ds = TokenDataset(tmp_path / "stream")
+    assert ds.layout.seq_len == 0
+    torch.manual_seed(0)
+    from assay.trainer.train import build_model
+
+    T, n_rows = 48, 37
+    model = build_model(_cfg({"train": "x"}), vocab.vocab_size, T).eval()
+    res = evaluate(model, tmp_path / "stream", batch_size=8, max_rows=n_rows, seq_len=T, no_prefix=False)
+
+    # Independently: stream windows of T + 1 tokens overlap by one, so stream position p is the target
+    # of one window; the first `n_rows` windows (batches of 8, as evaluated) score positions
+    # 1 .. n_rows * T. A document's text, or its FIM variant, is scored when all its LOSS text tokens are.
+    shard = ds.shard_indexes()[0]  # one shard holds the first n_rows windows here
+    tok, mask = np.asarray(ds.tokens(shard), np.int64), np.asarray(ds.mask(shard))
+    last = n_rows * T
+    assert len(tok) > last + 200  # max_rows really cuts the stream
+    nats = np.zeros(last + 1)
+    for lo in range(0, n_rows, 8):
+        windows = np.stack([tok[w * T:w * T + T + 1] for w in range(lo, min(lo + 8, n_rows))])
+        with torch.no_grad():
+            logits = model.logits(torch.from_numpy(windows[:, :-1]))
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), torch.from_numpy(windows[:, 1:]),
+                                                reduction="none").double().numpy()
+        nats[lo * T + 1:min(lo + 8, n_rows) * T + 1] = nll.reshape(-1)
+    bits, scored_bytes, scored_tokens, fim_scored = 0.0, 0, 0, 0
+    for row in ds.docs(shard).to_pylist():
+        spans = [(row["start"] + row["prefix_length"], row["start"] + row["length"])]
+        if row["fim_start"] >= 0:
+            spans.append((row["fim_start"], row["fim_start"] + row["fim_length"]))
+        for k, (lo, hi) in enumerate(spans):
+            pos = [p for p in range(lo, hi) if mask[p] & LOSS and not mask[p] & META]
+            if pos and all(1 <= p <= last for p in pos):
+                bits += nats[pos].sum() / math.log(2)
+                scored_bytes += len(vocab.tok.decode(tok[pos].tolist(), skip_special_tokens=True).encode("utf-8"))
+                scored_tokens += len(pos)
+                fim_scored += k
+    assert fim_scored > 0
+    assert res["tokens"] == scored_tokens and res["bytes"] == scored_bytes
+    assert abs(res["bpb"] - bits / scored_bytes) < 1e-6, (res["bpb"], bits / scored_bytes)

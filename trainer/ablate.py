@@ -59,6 +59,29 @@ def paired_p(a: list[float], b: list[float]) -> float:
     return float(stats.ttest_rel(a, b).pvalue)
 
 
+def ci95(a: list[float], b: list[float], method: str) -> tuple[float, float] | None:
+    """95% confidence interval of mean(a) - mean(b): over the per-seed differences (paired), with
+    Welch's degrees of freedom, or the seed bootstrap's percentiles; None with one seed."""
+    from scipy import stats
+
+    if min(len(a), len(b)) < 2:
+        return None
+    if method == "bootstrap":
+        rng = np.random.default_rng(0)
+        d = rng.choice(a, (10_000, len(a))).mean(1) - rng.choice(b, (10_000, len(b))).mean(1)
+        return float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))
+    if method == "paired":
+        d = np.subtract(a, b)
+        se, dof = np.std(d, ddof=1) / math.sqrt(len(d)), len(d) - 1
+    else:
+        va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
+        se = math.sqrt(va + vb)
+        dof = (va + vb) ** 2 / ((va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) or 1e-300)
+    half = float(stats.t.ppf(0.975, dof) * se)
+    diff = float(np.mean(a) - np.mean(b))
+    return diff - half, diff + half
+
+
 def compare(values: dict[str, list[float]], method: str, alpha: float) -> list[dict]:
     """Every pair of arms, best first: the gap, seed noise measured two ways, p-values, the call."""
     pairs = []
@@ -74,7 +97,7 @@ def compare(values: dict[str, list[float]], method: str, alpha: float) -> list[d
                       "paired_diff_std": round(diff_std, 5),
                       "gap_over_paired_std": round(abs(diff) / diff_std, 2) if diff_std else float("inf"),
                       "p_value": p, "welch_p": welch_p(va, vb) if n > 1 else None,
-                      "significant": bool(p < alpha)})
+                      "ci95": ci95(va, vb, method), "n": n, "significant": bool(p < alpha)})
     return pairs
 
 

@@ -2,9 +2,12 @@
 
 Bytes are the tokenizer-neutral choice for comparing data arms: the same for every arm, nothing
 trained on either. Ids 0-255 are bytes; BOS, EOS and PAD follow. Each document becomes
-BOS [META prefix] text EOS; documents are concatenated and cut into packed rows of `seq_len` (a
-document may continue in the next row; the doc index gets one piece per row). The mixer writes the
-real shards; this writer follows the same format (`assay.pipeline.tokens`).
+BOS [META prefix] text EOS; documents are concatenated and cut into packed rows of `seq_len` that
+overlap by one token: a row's first token (context only, never a target) is the previous row's last,
+so every token but the stream's first is a target exactly once. A document may continue in the next
+row; the doc index gets one piece per row, whose `bytes` are those of its text tokens that are
+targets, so a document's pieces add up to its text's bytes. The mixer writes the real shards; this
+writer follows the same format (`assay.pipeline.tokens`).
 """
 from __future__ import annotations
 
@@ -75,32 +78,35 @@ def write_byte_dataset(docs: list[dict], out: str | Path, seq_len: int = 257, sh
 
 def _pack(docs: list[dict], seq_len: int, first: int) -> tuple[np.ndarray, np.ndarray, pa.Table]:
     toks, masks, pieces = [], [], []
-    pos = 0
+    stride = seq_len - 1  # rows overlap by one token
+    pos = 0  # the document's first token in the concatenated stream
     for j, d in enumerate(docs):
         t, m = doc_tokens(d["text"], d.get("meta"))
         n_prefix = int((m == META).sum())
-        text_bytes = len(d["text"].encode())
-        done = 0
-        while done < len(t):  # one doc-index piece per row the document touches
-            row, start = divmod(pos, seq_len)
-            take = min(len(t) - done, seq_len - start)
-            # Bytes are split by the share of text tokens in the piece: byte tokens are bytes here.
-            lo, hi = done, done + take
-            text_lo, text_hi = max(lo, 1 + n_prefix), min(hi, len(t) - 1)
-            pieces.append({"row": row, "start": start, "length": take,
-                           "prefix_length": max(0, min(hi, 1 + n_prefix) - max(lo, 1)),
+        body = (pos + 1 + n_prefix, pos + len(t) - 1)  # the text's tokens in the stream
+        for row in range(max(pos - 1, 0) // stride, (pos + len(t) - 1) // stride + 1):
+            row_lo = row * stride
+            lo, hi = max(pos, row_lo), min(pos + len(t), row_lo + seq_len)
+            if lo >= hi:
+                continue
+            # Targets of this row are its positions after the first; of them, the text's are bytes.
+            targets = max(0, min(hi, body[1]) - max(lo, row_lo + 1, body[0]))
+            pieces.append({"row": row, "start": lo - row_lo, "length": hi - lo,
+                           "prefix_length": max(0, min(hi, pos + 1 + n_prefix) - max(lo, pos + 1)),
                            "doc_id": d.get("doc_id") or f"doc-{first + j}", "source": d.get("source", ""),
-                           "content_type": d.get("content_type", "web"),
-                           "bytes": max(0, text_hi - text_lo) if text_bytes else 0})
-            done += take
-            pos += take
+                           "content_type": d.get("content_type", "web"), "bytes": targets})
         toks.append(t)
         masks.append(m)
+        pos += len(t)
     flat_t = np.concatenate(toks) if toks else np.zeros(0, np.int64)
     flat_m = np.concatenate(masks) if masks else np.zeros(0, np.uint8)
-    rows = -(-len(flat_t) // seq_len)
-    tokens = np.full(rows * seq_len, PAD_ID, np.int64)
-    mask = np.full(rows * seq_len, PAD, np.uint8)
-    tokens[: len(flat_t)], mask[: len(flat_m)] = flat_t, flat_m
+    rows = -(-(len(flat_t) - 1) // stride) if len(flat_t) > 1 else len(flat_t)
+    tokens = np.full((rows, seq_len), PAD_ID, np.int64)
+    mask = np.full((rows, seq_len), PAD, np.uint8)
+    for r in range(rows):
+        piece = slice(r * stride, r * stride + seq_len)
+        n = len(flat_t[piece])
+        tokens[r, :n], mask[r, :n] = flat_t[piece], flat_m[piece]
+    pieces = [p for p in pieces if p["row"] < rows]
     index = pa.Table.from_pylist(pieces, schema=DOC_INDEX_SCHEMA)
-    return tokens.reshape(rows, seq_len), mask.reshape(rows, seq_len), index
+    return tokens, mask, index

@@ -144,8 +144,11 @@ def make_batch(tokens: np.ndarray, mask: np.ndarray, meta_loss: bool, device: to
 
 
 def strip_prefix(tokens: np.ndarray, mask: np.ndarray, pad_id: int, extra: np.ndarray | None = None):
-    """Remove META positions from each row, left-aligned and padded: evaluation without the prefix."""
+    """Remove META positions from each row, left-aligned and padded: evaluation without the prefix.
+    A row's first token stays: it is context only, and dropping it would move the next token, which
+    a row that starts inside a prefix needs as a target, into its place."""
     keep = (mask & META) == 0
+    keep[:, 0] = True
     out_t = np.full_like(tokens, pad_id)
     out_m = np.full_like(mask, PAD)
     out_x = None if extra is None else np.full_like(extra, -1)
@@ -158,43 +161,62 @@ def strip_prefix(tokens: np.ndarray, mask: np.ndarray, pad_id: int, extra: np.nd
     return out_t, out_m, out_x
 
 
-# ---- per-source attribution for evaluation -------------------------------------------------------
+# ---- per-piece attribution for evaluation -------------------------------------------------------
 
-class SourceMap:
-    """Each token's source (an index into `names`) and each source's UTF-8 bytes, from the doc index."""
+class Pieces:
+    """Each token's doc-index piece, and per piece its source, UTF-8 bytes and scorable tokens.
 
-    def __init__(self, rows: TokenRows, limit: int | None = None):
-        """`limit`: only the first `limit` packed rows are evaluated, so only their pieces' bytes count."""
-        ds, names, byte_sum = rows.dataset, [], {}
+    A piece is a doc-index row (a document, or the chunk of one that a packed row holds); in a flat
+    stream a document's FIM variant is a piece of its own with the document's bytes. A piece's
+    *scorable* tokens are its LOSS, non-META tokens at positions that can be targets at all: every
+    position but a packed row's first and a stream's first. Evaluation counts a piece (its nats and
+    its bytes) only when it scored all of them, so BPB = bits of exactly the scored text / its bytes,
+    whatever cut the rows or `max_rows` made."""
+
+    def __init__(self, rows: TokenRows):
+        ds, names = rows.dataset, {}
         self._ids: dict[int, np.ndarray] = {}
-        row_offset = 0
+        source, nbytes, expected = [], [], []
         for shard in ds.shard_indexes():
             docs = ds.docs(shard)
             tok = rows._tokens[shard]
-            ids = np.full(tok.size, -1, np.int32)
+            ids = np.full(tok.size, -1, np.int64)
             if docs.num_rows:
                 width = rows.width if rows.packed else 0
                 src = pc.fill_null(docs.column("source"), "").to_pylist() if "source" in docs.column_names \
                     else [""] * docs.num_rows
-                cols = {c: docs.column(c).to_numpy() for c in ("row", "start", "length")}
-                nbytes = docs.column("bytes").to_numpy() if "bytes" in docs.column_names else None
-                for j, name in enumerate(src):
-                    if name not in byte_sum:
-                        names.append(name)
-                        byte_sum[name] = 0
-                    s = int(cols["row"][j]) * width + int(cols["start"][j])
-                    ids[s:s + int(cols["length"][j])] = names.index(name)
-                    counted = limit is None or not rows.packed or row_offset + int(cols["row"][j]) < limit
-                    if nbytes is not None and counted:
-                        byte_sum[name] += int(nbytes[j])
+                col = {c: docs.column(c).to_numpy() for c in ("row", "start", "length")}
+                b = docs.column("bytes").to_numpy() if "bytes" in docs.column_names else np.zeros(docs.num_rows, np.int64)
+                spans = list(zip(col["row"] * width + col["start"], col["length"], src, b))
+                if not rows.packed and "fim_start" in docs.column_names:
+                    fim = zip(docs.column("fim_start").to_numpy(), docs.column("fim_length").to_numpy(), src, b)
+                    spans += [(s, n, name, nb) for s, n, name, nb in fim if s >= 0]
+                for s, n, name, nb in spans:
+                    ids[int(s):int(s) + int(n)] = len(source)
+                    source.append(names.setdefault(name, len(names)))
+                    nbytes.append(int(nb))
+            scorable = target_weights(np.asarray(rows._masks[shard]).reshape(-1), meta_loss=False)
+            if rows.packed:
+                scorable.reshape(tok.shape)[:, 0] = False
+            elif scorable.size:
+                scorable[0] = False
+            hit = ids[scorable & (ids >= 0)]
+            expected.append(np.bincount(hit, minlength=len(source)))
             self._ids[shard] = ids.reshape(tok.shape)
-            row_offset += len(tok) if rows.packed else 0
-        self.names = names
-        self.bytes = np.array([byte_sum[n] for n in names], np.int64)
+        self.names = list(names)
+        self.source = np.array(source, np.int64)
+        self.bytes = np.array(nbytes, np.int64)
+        self.expected = np.zeros(len(source), np.int64)
+        for e in expected:
+            self.expected[:len(e)] += e
         self.rows = rows
 
+    def __len__(self) -> int:
+        return len(self.source)
+
     def get(self, rows: np.ndarray) -> np.ndarray:
-        out = np.full((len(rows), self.rows.width), -1, np.int32)
+        """Piece id per token [n, T+1] of row numbers `rows` (-1: no piece, or padding)."""
+        out = np.full((len(rows), self.rows.width), -1, np.int64)
         for i, r in enumerate(rows):
             shard, start = self.rows.index[r]
             ids = self._ids[shard]

@@ -7,6 +7,7 @@ experts computed in groups, and always-on shared experts (DeepSeek-V3 / Step 3.5
   are picked; gates come from the unbiased scores, so the bias steers load without distorting outputs.
 * The bias moves by `rate * sign(mean_load - load)` after each optimizer step, on the load counted over
   the whole accumulated batch (all non-pad tokens, loss-masked ones too: they still cost compute).
+  Load and telemetry are counted in training mode only: evaluation never moves the router.
 * Expert compute sorts token-slots by expert and runs each projection as one batched matmul over
   [experts, capacity, d] (capacity = the busiest expert's count, so nothing is dropped), or as
   `torch._grouped_mm` on CUDA where that kernel exists and agrees with the padded path. The loop over
@@ -77,6 +78,8 @@ class Experts(nn.Module):
         return h
 
     def _note(self, sq: torch.Tensor, n: torch.Tensor) -> None:
+        if not self.training:  # telemetry describes training; evaluation leaves it alone
+            return
         self.act_sq += sq.detach().double()
         self.act_n += n.detach().double() * self.hidden
 
@@ -220,7 +223,8 @@ class MoE(nn.Module):
             aux = aux + self.z_loss_coef * (z * vf).sum() / vf.sum().clamp(min=1)
         if self.seq_balance_coef:
             aux = aux + self.seq_balance_coef * self._seq_balance(ids, scores, vf, B, T)
-        self._record(ids, scores, logits, v, shared, routed, aux)
+        if self.training:  # held-out text must not steer the next bias update
+            self._record(ids, scores, logits, v, shared, routed, aux)
         return y, aux
 
     def _seq_balance(self, ids, scores, vf, B, T) -> torch.Tensor:

@@ -152,6 +152,32 @@ def _table(headers: list[str], rows: list[list]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def verdict(pair: dict, arms: dict, alpha: float, method: str) -> str:
+    """One comparison in words: which arm won and by how much (lower BPB is better), both arms' mean ±
+    std, the 95% CI of the gap and the p-value, whether that is significant, and a caution when few
+    seeds stand behind it. `pair` is an entry of ablate.compare (arm a has the lower mean)."""
+    a, b = pair["a"], pair["b"]
+    ra, rb = arms[a], arms[b]
+    n = pair.get("n") or len(ra["values"])
+    gap = rb["mean"] - ra["mean"]
+    means = (f"{a} {ra['mean']:.3f} ± {ra['std']:.3f} vs {b} {rb['mean']:.3f} ± {rb['std']:.3f} BPB over "
+             f"{n} seed{'s' if n != 1 else ''}")
+    ci = pair.get("ci95")
+    ci_text = f", 95% CI of the gap {-ci[1]:+.3f} to {-ci[0]:+.3f}" if ci else ""
+    p_text = f"{method} p = {pair['p_value']:.2g}"
+    if pair["significant"]:
+        text = (f"{a} beat {b} by {gap:.3f} bits per byte on held-out text (lower is better): {means}{ci_text}; "
+                f"{p_text}, significant at alpha {alpha:g}.")
+    else:
+        text = (f"{a} and {b} could not be told apart: {a} is ahead by {gap:.3f} bits per byte (lower is "
+                f"better; {means}{ci_text}), but {p_text} is not below alpha {alpha:g}, so this run does not "
+                f"say which data is better.")
+    if n < 5:
+        text += (f" Caution: {n} seed{'s' if n != 1 else ''} per arm estimate the seed noise only roughly; "
+                 f"5 or more make the p-value and the interval trustworthy.")
+    return text
+
+
 def ablation_html(root: Path) -> str:
     res = json.loads((root / ABLATION).read_text())
     parts = [f"<h3>Ablation {html.escape(res['name'])}</h3>",
@@ -166,6 +192,8 @@ def ablation_html(root: Path) -> str:
              "yes" if p["significant"] else "no"] for p in res["pairs"]]
     parts.append(_table(["arm a", "arm b", "BPB a − b", "|gap| / seed std", "|gap| / std of per-seed gaps",
                          f"p ({res['significance']})", "significant"], rows))
+    parts += [f"<p><b>Verdict.</b> {html.escape(verdict(p, res['arms'], res['alpha'], res['significance']))}</p>"
+              for p in res["pairs"]]
     dense = res.get("dense_check")
     if dense:
         parts.append(f"<p>Dense re-run (num_experts=1) of {html.escape(dense['a'])} vs "
