@@ -141,6 +141,7 @@ class StreamFile:
 
 # Doc index columns of packed shards beyond the core ones (pipeline/tokens.py DOC_INDEX_SCHEMA).
 PACKED_EXTRA = [
+    pa.field("content_hash", pa.string()),  # of the document's text (held-out overlap checks)
     pa.field("mix_source", pa.string()),  # the mixture's source name
     pa.field("replay_of", pa.string()),   # the replayed stage, null for the stage's own mix
     pa.field("epoch", pa.int32()),

@@ -243,9 +243,9 @@ class ShardedOutput:
 
 
 def _doc_columns(pools: list[Pool], pool_ids: np.ndarray, docs: np.ndarray) -> dict[str, pa.Array]:
-    """doc_id, source and content_type of pieces that come from several pools, in piece order."""
+    """doc_id, content_hash, source and content_type of pieces that come from several pools, in piece order."""
     order = np.argsort(pool_ids, kind="stable")
-    parts: dict[str, list[pa.Array]] = {"doc_id": [], "source": [], "content_type": []}
+    parts: dict[str, list[pa.Array]] = {"doc_id": [], "content_hash": [], "source": [], "content_type": []}
     for k in np.unique(pool_ids):
         chosen = pa.array(docs[pool_ids == k])
         for name in parts:

@@ -31,6 +31,7 @@ from .tokenizer import SPECIALS, Vocab
 
 # The flat stream's doc index: the core columns plus what selection and assembly read.
 STREAM_INDEX_SCHEMA = pa.schema(list(DOC_INDEX_SCHEMA) + [
+    pa.field("content_hash", pa.string()),          # of the text: what held-out overlap checks compare
     pa.field("tier", pa.string()),
     pa.field("code_hits", pa.int64()),
     pa.field("cluster_weight", pa.float64()),
@@ -171,7 +172,8 @@ class Tokenize(MapStage):
         nbytes = pc.binary_length(pc.cast(pc.fill_null(table.column("text"), ""), pa.binary())).to_numpy(zero_copy_only=False)
         docs = pa.table({
             "row": np.zeros(n, np.int64), "start": starts, "length": lengths, "prefix_length": prefix_len,
-            "doc_id": pa.array(ids, pa.string()), "source": table.column("source"),
+            "doc_id": pa.array(ids, pa.string()), "content_hash": content_hashes(table.column("text")),
+            "source": table.column("source"),
             "content_type": table.column("content_type"), "bytes": nbytes.astype(np.int64),
             "tier": _optional(table, "tier", pa.string()), "code_hits": _optional(table, "code_hits", pa.int64()),
             "cluster_weight": _optional(table, "cluster_weight", pa.float64()),
@@ -224,6 +226,13 @@ def _split_segments(text: str, segments: list[dict] | None) -> tuple[list[str] |
     if not segments:
         return None, [text]
     return [s.get("role") or "context" for s in segments], [s.get("text") or "" for s in segments]
+
+
+def content_hashes(texts: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """xxh3-128 of each text (row ids name where a row came from; overlap between a training and a
+    held-out set is a question of content)."""
+    return pa.array([xxhash.xxh3_128_hexdigest(t.encode("utf-8", "surrogatepass")) if t is not None else None
+                     for t in texts.to_pylist()], pa.string())
 
 
 def fim_cut(text: str, doc_id: str, seed: int) -> tuple[int, int]:

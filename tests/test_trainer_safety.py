@@ -82,3 +82,15 @@ def test_a_truncated_last_checkpoint_falls_back_to_the_one_before(tmp_path):
     assert any("not a readable checkpoint" in m and "trying the checkpoint before it" in m for m in said), said
     assert any("resuming from step-00000002.pt" in m for m in said), said
     assert resumed["eval"]["held"]["bpb"] == full["eval"]["held"]["bpb"]
+
+
+def test_held_out_text_that_also_trains_is_refused_whatever_its_ids(tmp_path):
+    """Row ids name where a row was read from; a held-out document whose text is also in the training
+    set is found by its content, even with another id."""
+    data = _data(tmp_path)
+    leaked = [{"text": "document 3: the quick brown fox jumps over the lazy dog " * 4, "source": "h",
+               "doc_id": "another-id"}]
+    write_byte_dataset(leaked, tmp_path / "leaky", seq_len=65)
+    cfg = _cfg(data, eval={"sets": {"held": str(tmp_path / "leaky")}})
+    with pytest.raises(UserError, match="1 documents also occur in data.train"):
+        train(cfg, tmp_path / "run", log=lambda m: None, report=False)

@@ -18,9 +18,12 @@ from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
+import xxhash
 
 from assay.pipeline.dataset import MANIFEST, Lease, check_output, finalize, prepare_output, read_json_safe, write_artifact
 from assay.pipeline.tokens import DOC_INDEX_SCHEMA, LOSS, META, PAD, TokenLayout, TokenShardWriter
+
+BYTE_INDEX_SCHEMA = DOC_INDEX_SCHEMA.append(pa.field("content_hash", pa.string()))  # held-out overlap checks
 
 BOS, EOS, PAD_ID = 256, 257, 258
 VOCAB = 259
@@ -83,6 +86,7 @@ def _pack(docs: list[dict], seq_len: int, first: int) -> tuple[np.ndarray, np.nd
     for j, d in enumerate(docs):
         t, m = doc_tokens(d["text"], d.get("meta"))
         n_prefix = int((m == META).sum())
+        content_hash = xxhash.xxh3_128_hexdigest(d["text"].encode("utf-8", "surrogatepass"))
         body = (pos + 1 + n_prefix, pos + len(t) - 1)  # the text's tokens in the stream
         for row in range(max(pos - 1, 0) // stride, (pos + len(t) - 1) // stride + 1):
             row_lo = row * stride
@@ -93,7 +97,8 @@ def _pack(docs: list[dict], seq_len: int, first: int) -> tuple[np.ndarray, np.nd
             targets = max(0, min(hi, body[1]) - max(lo, row_lo + 1, body[0]))
             pieces.append({"row": row, "start": lo - row_lo, "length": hi - lo,
                            "prefix_length": max(0, min(hi, pos + 1 + n_prefix) - max(lo, pos + 1)),
-                           "doc_id": d.get("doc_id") or f"doc-{first + j}", "source": d.get("source", ""),
+                           "doc_id": d.get("doc_id") or f"doc-{first + j}", "content_hash": content_hash,
+                           "source": d.get("source", ""),
                            "content_type": d.get("content_type", "web"), "bytes": targets})
         toks.append(t)
         masks.append(m)
@@ -108,5 +113,5 @@ def _pack(docs: list[dict], seq_len: int, first: int) -> tuple[np.ndarray, np.nd
         n = len(flat_t[piece])
         tokens[r, :n], mask[r, :n] = flat_t[piece], flat_m[piece]
     pieces = [p for p in pieces if p["row"] < rows]
-    index = pa.Table.from_pylist(pieces, schema=DOC_INDEX_SCHEMA)
+    index = pa.Table.from_pylist(pieces, schema=BYTE_INDEX_SCHEMA)
     return tokens, mask, index

@@ -122,11 +122,14 @@ def _check_eval_sets(cfg: TrainConfig, train_rows: TokenRows) -> None:
 
 
 def _doc_ids(ds) -> set[str]:
+    """What identifies a document's content in a token dataset's index: its content hash (row ids say
+    where a row came from, so the same text read from two files has two ids), else its doc id."""
     ids: set[str] = set()
     for shard in ds.shard_indexes():
         docs = ds.docs(shard)
-        if "doc_id" in docs.column_names:
-            ids.update(x for x in docs.column("doc_id").to_pylist() if x)
+        key = "content_hash" if "content_hash" in docs.column_names else "doc_id"
+        if key in docs.column_names:
+            ids.update(x for x in docs.column(key).to_pylist() if x)
     return ids
 
 
