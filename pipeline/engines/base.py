@@ -116,6 +116,11 @@ class Engine:
                   on_done: Callable[[int, dict], Any] | None = None) -> None:
         raise NotImplementedError
 
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """fn(item) for every item on the engine's workers, results in item order: the waves of a
+        global stage's plan. fn and items are pickled; results should be small (counts, paths)."""
+        return [fn(item) for item in items]
+
     def close(self) -> None:
         pass
 

@@ -140,6 +140,21 @@ class LocalEngine(Engine):
             raise
         pool.shutdown(wait=True)
 
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        workers = min(self.options.worker_count(), len(items))
+        if workers <= 1:
+            return [fn(item) for item in items]
+        ctx = mp.get_context(os.environ.get("ASSAY_MP_START", "forkserver"))
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                                   initargs=(None, None, os.getpid()))
+        try:
+            results = list(pool.map(fn, items))
+        except BaseException:
+            _stop_workers(pool)
+            raise
+        pool.shutdown(wait=True)
+        return results
+
     def describe(self) -> str:
         return f"local[{self.options.worker_count()}]"
 

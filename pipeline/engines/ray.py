@@ -32,6 +32,10 @@ class _StageActor:
         return teardown_worker_stages()
 
 
+def _call(fn, item):
+    return fn(item)
+
+
 class RayEngine(Engine):
     name = "ray"
 
@@ -118,6 +122,10 @@ class RayEngine(Engine):
         finally:
             for actor in actors:
                 ray.kill(actor)
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        call = self.ray.remote(_call)
+        return self.ray.get([call.remote(fn, item) for item in items])
 
     def describe(self) -> str:
         return f"ray[{self.options.ray_address or 'local'}]"

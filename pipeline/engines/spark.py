@@ -179,5 +179,11 @@ class SparkEngine(Engine):
             if on_done:
                 on_done(row["index"], json.loads(row["counts"]))
 
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        if not items:
+            return []
+        rdd = self.spark.sparkContext.parallelize(list(enumerate(items)), numSlices=len(items))
+        return [result for _, result in sorted(rdd.map(lambda pair: (pair[0], fn(pair[1]))).collect(), key=lambda r: r[0])]
+
     def describe(self) -> str:
         return f"spark[{self.spark.sparkContext.master}]"
