@@ -8,11 +8,15 @@ beside it (2 cores, other jobs running): CPU seconds are the figure to compare a
 seconds move with the load.
 
 The corpus is generated from the real text in ../shared/data (news, blog and forum articles, Python
-files, MATH, GSM8K), less every repeat of a 10-word passage: each document is 3-6 windows of 6-14
-consecutive words taken at random places of that text, about 45 words, so two documents share a
-window by chance and never most of their shingles. 10% of the documents are copies of an earlier original of the same chunk with 0.5% of
-their words deleted and 0.5% replaced: the planted truth for recall and pair precision. Generation is vectorised with Arrow (no Python loop per document) and written in chunks of
-500k documents, each its own input dataset, so 10M documents never sit in memory at once.
+files, MATH, GSM8K), less every repeat of a 10-word passage: each document is 6-10 windows of 4-8
+consecutive words taken at random places of that text, about 48 words (`--windows`,
+`--window-words`). At millions of documents two of them often share a window, but a short window
+holds at most four 5-word shingles, so a chance overlap stays far below the threshold (with 3-6
+windows of 6-14 words, chance pairs sharing two windows brought pair precision from 0.98 at 1M to
+0.87 at 3M). 10% of the documents are copies of an earlier original of the same chunk with 0.5% of
+their words deleted and 0.5% replaced: the planted truth for recall and pair precision. Generation
+is vectorised with Arrow (no Python loop per document) and written in chunks of 500k documents,
+each its own input dataset, so 10M documents never sit in memory at once.
 """
 from __future__ import annotations
 
@@ -61,7 +65,7 @@ def word_pool(window: int = 10) -> pa.Array:
 
 
 def generate(words: pa.Array, n: int, rng: np.random.Generator, dup_rate: float = 0.1,
-             edit_rate: float = 0.01, windows=(3, 6), window_words=(6, 14)) -> tuple[pa.Array, np.ndarray]:
+             edit_rate: float = 0.01, windows=(6, 10), window_words=(4, 8)) -> tuple[pa.Array, np.ndarray]:
     """n document texts and each one's origin (its own index, or the root of the document it copies)."""
     W = len(words)
     k = rng.integers(windows[0], windows[1] + 1, n)
@@ -98,7 +102,7 @@ def generate(words: pa.Array, n: int, rng: np.random.Generator, dup_rate: float 
     return pc.binary_join(lists, " "), origin
 
 
-def write_chunk(texts: pa.Array, first: int, root: Path) -> Path:
+def write_chunk(texts: pa.Array, first: int, root: Path, shards: int = 2) -> Path:
     from assay.dedup.hashing import hash_strings
     from assay.pipeline.dataset import write_table
     from assay.pipeline.schema import DOC_SCHEMA, conform
@@ -106,16 +110,16 @@ def write_chunk(texts: pa.Array, first: int, root: Path) -> Path:
     n = len(texts)
     ids = pc.cast(pa.array(hash_strings(texts.cast(pa.string())) ^ np.arange(first, first + n, dtype=np.uint64)), pa.string())
     table = conform(pa.table({"id": ids, "text": texts.cast(pa.string()), "source": pa.array(["scale"] * n)}), DOC_SCHEMA)
-    return write_table(table, root, shards=2)
+    return write_table(table, root, shards=shards)
 
 
-def build(n: int, root: Path, seed: int = 0) -> tuple[list[Path], np.ndarray]:
+def build(n: int, root: Path, seed: int = 0, **shape) -> tuple[list[Path], np.ndarray]:
     words = word_pool()
     rng = np.random.default_rng(seed)
     parts, origins = [], []
     for first in range(0, n, CHUNK):
         size = min(CHUNK, n - first)
-        texts, origin = generate(words, size, rng)
+        texts, origin = generate(words, size, rng, **shape)
         parts.append(write_chunk(texts, first, root / f"chunk-{first // CHUNK:03d}"))
         origins.append(origin + first)
     return parts, np.concatenate(origins)
@@ -139,7 +143,7 @@ from pathlib import Path
 t = time.perf_counter()
 from assay.pipeline.runner import run_stage
 from assay.pipeline.stage import resolve_stage
-stage = resolve_stage(sys.argv[1])(json.loads(sys.argv[2]))
+stage = resolve_stage(sys.argv[1])(json.loads(sys.argv[2]), batch_rows=int(sys.argv[5]) or None)
 r = run_stage(stage, json.loads(sys.argv[3]), sys.argv[4], engine="local", options={"workers": 1})
 use = resource.getrusage(resource.RUSAGE_SELF)
 hwm = int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1))
@@ -149,11 +153,13 @@ print(json.dumps({"wall_s": round(time.perf_counter() - t, 1), "cpu_s": round(us
 """
 
 
-def run_child(stage: str, params: dict, inputs: list, out: Path) -> dict:
-    """One stage in its own process (one worker): wall and CPU seconds, peak RSS (VmHWM)."""
+def run_child(stage: str, params: dict, inputs: list, out: Path, batch_rows: int = 0) -> dict:
+    """One stage in its own process (one worker): wall and CPU seconds, peak RSS (VmHWM).
+    batch_rows: rows per batch (0: the stage's own)."""
     load = os.getloadavg()[0]
     res = subprocess.run(["nice", "-n", "10", sys.executable, "-c", CHILD, stage, json.dumps(params),
-                          json.dumps([str(p) for p in inputs]), str(out)], capture_output=True, text=True)
+                          json.dumps([str(p) for p in inputs]), str(out), str(batch_rows)],
+                         capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(res.stderr[-3000:])
     got = json.loads(res.stdout.strip().splitlines()[-1])
@@ -167,13 +173,14 @@ def mode_minhash(args) -> dict:
         work = Path(tempfile.mkdtemp(prefix=f"scale-{n}-", dir=args.tmp))
         try:
             t = time.perf_counter()
-            inputs, origin = build(n, work / "in", seed=args.seed)
+            shape = {"windows": tuple(args.windows), "window_words": tuple(args.window_words)}
+            inputs, origin = build(n, work / "in", seed=args.seed, **shape)
             made = time.perf_counter() - t
             got = run_child("dedup.minhash", {}, inputs, work / "out")
             from assay.pipeline.dataset import Dataset
 
             got.update(scores(origin, Dataset(work / "out").read(columns=["dup_group"]).column("dup_group")),
-                       generate_s=round(made, 1))
+                       generate_s=round(made, 1), **shape)
             got["cpu_us_per_doc"] = round(got["cpu_s"] / n * 1e6, 2)
             out[str(n)] = got
             print(n, json.dumps(got), flush=True)
@@ -184,7 +191,10 @@ def mode_minhash(args) -> dict:
 
 def mode_stages(args) -> dict:
     """Peak RSS of tokenize (mix.tokenize), tier (quality.tier) and embed (semantic.embed), one worker,
-    at `small` and 10x `small` documents of about 330 words (30 windows)."""
+    at `small` and 10x `small` documents of about 300 words (20-40 windows of 6-14 words), in shards of
+    `--shard-docs` documents read in batches of `--batch-rows` (0: each stage's own): a stage's memory
+    grows with its batch until the batch is full, so the batch must be below the small size for the
+    two sizes to show whether anything else grows with the corpus."""
     from assay.mixer.tokenizer import train_bpe
 
     words = word_pool()
@@ -194,8 +204,9 @@ def mode_stages(args) -> dict:
         sizes = {"small": args.small, "large": 10 * args.small}
         inputs = {}
         for label, n in sizes.items():
-            texts, _ = generate(words, n, np.random.default_rng(args.seed), dup_rate=0, windows=(20, 40))
-            inputs[label] = write_chunk(texts, 0, work / label)
+            texts, _ = generate(words, n, np.random.default_rng(args.seed), dup_rate=0, windows=(20, 40),
+                                window_words=(6, 14))
+            inputs[label] = write_chunk(texts, 0, work / label, shards=max(1, n // args.shard_docs))
             if label == "small":
                 tok = train_bpe(texts.slice(0, 2000).to_pylist(), 4096)
                 tok.save(str(work / "tokenizer.json"))
@@ -205,9 +216,11 @@ def mode_stages(args) -> dict:
         for name, (stage, params) in stages.items():
             if args.only and name not in args.only:
                 continue
-            runs = {label: run_child(stage, params, [inputs[label]], work / f"{name}-{label}") for label in sizes}
+            runs = {label: run_child(stage, params, [inputs[label]], work / f"{name}-{label}", args.batch_rows)
+                    for label in sizes}
             ratio = runs["large"]["peak_rss_mb"] / runs["small"]["peak_rss_mb"]
-            out[name] = {"stage": stage, "documents": sizes, **runs, "peak_rss_ratio": round(ratio, 3)}
+            out[name] = {"stage": stage, "documents": sizes, "shard_docs": args.shard_docs, "batch_rows": args.batch_rows,
+                         **runs, "peak_rss_ratio": round(ratio, 3)}
             print(name, json.dumps(out[name]), flush=True)
     finally:
         subprocess.run(["rm", "-rf", str(work)])
@@ -220,14 +233,20 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 3_000_000, 10_000_000])
     ap.add_argument("--small", type=int, default=1000)
     ap.add_argument("--only", nargs="*", help="stages: run only these of tokenize, tier, embed")
+    ap.add_argument("--shard-docs", type=int, default=500, help="stages: documents per input shard")
+    ap.add_argument("--batch-rows", type=int, default=250, help="stages: rows per batch (0: each stage's own)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--key", help="results key (default: the mode)")
+    ap.add_argument("--windows", type=int, nargs=2, default=[6, 10], help="minhash: windows per document")
+    ap.add_argument("--window-words", type=int, nargs=2, default=[4, 8], help="minhash: words per window")
     ap.add_argument("--tmp", default=None, help="folder for the generated corpora (default: the system's)")
     args = ap.parse_args()
     result = {"minhash": mode_minhash, "stages": mode_stages}[args.mode](args)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    saved.setdefault(args.mode, {}).update(result)
-    saved[args.mode]["machine"] = {"cores": os.cpu_count(), "note": "shared with other jobs; see load_average"}
+    key = args.key or args.mode
+    saved.setdefault(key, {}).update(result)
+    saved[key]["machine"] = {"cores": os.cpu_count(), "note": "shared with other jobs; see load_average"}
     RESULTS.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
 
 
