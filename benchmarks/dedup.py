@@ -1,7 +1,8 @@
-"""Dedup benchmarks: quality on planted near-duplicates, speed vs datasketch and datatrove, memory.
+"""Dedup benchmarks: quality on planted near-duplicates, speed vs rensa, datasketch and datatrove, memory.
 
     python benchmarks/dedup.py quality                 # recall/precision per edit rate (real text)
     python benchmarks/dedup.py speed --docs 100000     # Assay vs datasketch vs datatrove, one core
+    python benchmarks/dedup.py rensa --docs 150000     # the command line vs rensa, whole processes, one core
     python benchmarks/dedup.py memory --docs 1000000   # peak RSS of the local plan on short docs
     python benchmarks/dedup.py spark --docs 1000000    # the same job on Spark with 1 GiB of memory
 
@@ -100,6 +101,62 @@ def run_assay_core(texts: list[str], scratch: Path) -> tuple[float, int]:
     labels, _ = group_nodes(stage, [], store, len(texts))
     seconds = time.perf_counter() - t
     return seconds, int((labels != np.arange(len(texts))).sum())
+
+
+RENSA_SCRIPT = r'''
+import glob, json, re, sys, time
+import pyarrow.parquet as pq
+from rensa import RMinHash, RMinHashLSH
+
+texts = []
+for path in sorted(glob.glob(sys.argv[1] + "/part-*.parquet")):
+    texts += pq.read_table(path, columns=["text"]).column("text").to_pylist()
+word = re.compile(r"\w+")  # Assay's tokens: runs of word characters, lower case
+n = 5
+
+def shingles(text):
+    toks = word.findall(text.lower())
+    return [" ".join(s) for s in zip(*[toks[i:] for i in range(n)])] or ([" ".join(toks)] if toks else [])
+
+sets = [shingles(t) for t in texts]
+matrix = RMinHash.digest_matrix_from_token_sets(sets, num_perm=112, seed=1)
+flags = RMinHashLSH(threshold=0.72, num_perm=112, num_bands=14).insert_matrix_and_query_duplicate_flags(matrix)
+print(json.dumps({"in_groups": int(sum(flags))}))
+'''
+
+
+def process_cpu(cmd: list[str]) -> tuple[float, float, str]:
+    """(CPU seconds, wall seconds, stdout) of a whole process: start-up, imports and exit included."""
+    before = os.times()
+    t = time.perf_counter()
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    after = os.times()
+    if res.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed:\n{res.stderr[-3000:]}")
+    return (after.children_user - before.children_user) + (after.children_system - before.children_system), wall, res.stdout
+
+
+def assay_vs_rensa(path: Path, work: Path, rounds: int) -> dict:
+    """`assay dedup minhash` (one worker, the command line as a user runs it) against rensa's bulk API
+    (digest matrix + LSH over the same 5-word shingles, 112 permutations, 14 x 8 bands), each a whole
+    process reading the same Parquet input, in paired rounds: CPU and wall seconds, and their ratio.
+    rensa writes nothing and builds no groups, so the comparison favours it."""
+    assay = str(Path(sys.executable).with_name("assay"))
+    script = work / "rensa_minhash.py"
+    script.write_text(RENSA_SCRIPT)
+    pairs = []
+    for _ in range(rounds):
+        shutil.rmtree(work / "cli-out", ignore_errors=True)
+        a_cpu, a_wall, _ = process_cpu([assay, "dedup", "minhash", str(path), str(work / "cli-out")])
+        r_cpu, r_wall, out = process_cpu([sys.executable, str(script), str(path)])
+        pairs.append((a_cpu, a_wall, r_cpu, r_wall))
+    a_cpu, a_wall, r_cpu, r_wall = (float(np.median(col)) for col in zip(*pairs))
+    return {"rounds": rounds, "assay_cpu_s": round(a_cpu, 2), "assay_wall_s": round(a_wall, 2),
+            "rensa_cpu_s": round(r_cpu, 2), "rensa_wall_s": round(r_wall, 2),
+            "cpu_ratio": round(float(np.median([p[2] / p[0] for p in pairs])), 2),
+            "wall_ratio": round(float(np.median([p[3] / p[1] for p in pairs])), 2),
+            "rensa_in_groups": json.loads(out.strip().splitlines()[-1])["in_groups"]}
 
 
 def run_datasketch(texts: list[str], shared_permutations: bool = True) -> tuple[float, int]:
@@ -269,6 +326,28 @@ def mode_speed(args) -> dict:
     return result
 
 
+def mode_rensa(args) -> dict:
+    """The command line against rensa on one core (see assay_vs_rensa)."""
+    one_core()
+    texts = build_corpus(args.docs, 50, 400, seed=args.seed)
+    mb = sum(len(t.encode()) for t in texts) / 1e6
+    work = Path(tempfile.mkdtemp(prefix="dedup-rensa-"))
+    try:
+        write_corpus(texts, work / "in", args.shards)
+        del texts
+        result = assay_vs_rensa(work / "in", work, args.repeat)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result.update(documents=args.docs, text_mb=round(mb, 1), params=PARAMS,
+                  load_average=[round(x, 1) for x in os.getloadavg()])
+    print(f"{args.docs:,} documents ({mb:.0f} MB), one core, whole processes, median of {args.repeat} paired rounds:\n"
+          f"  assay dedup minhash  CPU {result['assay_cpu_s']} s  wall {result['assay_wall_s']} s\n"
+          f"  rensa (bulk API)     CPU {result['rensa_cpu_s']} s  wall {result['rensa_wall_s']} s\n"
+          f"  rensa / assay        CPU {result['cpu_ratio']}x  wall {result['wall_ratio']}x\n"
+          f"  load average {result['load_average']}")
+    return result
+
+
 def mode_quality(args) -> dict:
     import pyarrow as pa  # noqa: F401
 
@@ -347,7 +426,7 @@ def mode_spark(args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["quality", "speed", "memory", "spark"])
+    ap.add_argument("mode", choices=["quality", "speed", "rensa", "memory", "spark"])
     ap.add_argument("--docs", type=int, default=100_000)
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--copies", type=int, default=300, help="quality: planted copies per edit rate")
@@ -356,7 +435,8 @@ def main() -> None:
     ap.add_argument("--skip-datatrove", action="store_true")
     ap.add_argument("--spark-memory", default="1g")
     args = ap.parse_args()
-    result = {"quality": mode_quality, "speed": mode_speed, "memory": mode_memory, "spark": mode_spark}[args.mode](args)
+    modes = {"quality": mode_quality, "speed": mode_speed, "rensa": mode_rensa, "memory": mode_memory, "spark": mode_spark}
+    result = modes[args.mode](args)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     all_results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     all_results[args.mode] = result

@@ -78,8 +78,10 @@ class DedupStage(GlobalStage):
 
     def node_info(self, table: pa.Table) -> NodeInfo:
         keys, valid = self.batch_keys(table)
-        text = table.column("text") if "text" in table.column_names else pa.nulls(table.num_rows, pa.string())
-        length = np.asarray(pc.fill_null(pc.utf8_length(text), 0), dtype=np.int64)
+        if self.params.keep == "longest" and "text" in table.column_names:
+            length = np.asarray(pc.fill_null(pc.utf8_length(table.column("text")), 0), dtype=np.int64)
+        else:  # only keep=longest ranks by length
+            length = np.zeros(table.num_rows, np.int64)
         score = None
         col = self.params.quality_column
         if self.params.keep == "quality" and col and col in table.column_names:

@@ -39,24 +39,11 @@ CHUNK_BYTES = 1 << 20  # text per NumPy pass (text_chunks)
 
 
 def class_table() -> np.ndarray:
-    """uint8 class of every code point (built once, ~1 MiB)."""
+    """uint8 class of every code point (~1 MiB), built once per Python and Arrow version and kept
+    beside the compiled kernels (__pycache__): building it costs 0.4 s of every run's start-up."""
     global _table
     if _table is None:
-        table = np.zeros(0x110000, np.uint8)
-        # Planes 3-13 and 15-16 hold no punctuation, symbols or separators: skip them (startup time).
-        for cp in list(range(_COMPAT_LIMIT)) + list(range(0xE0000, 0xE1000)):
-            cat = unicodedata.category(chr(cp))
-            if cat[0] in "PSZ" or cat in ("Cc", "Cf"):
-                table[cp] = SEP
-        for lo, hi in _SOLO_RANGES:
-            block = table[lo : hi + 1]
-            block[block == WORD] = SOLO
-        for cp in range(0x80, _COMPAT_LIMIT):
-            if table[cp] != SEP and unicodedata.normalize("NFKC", chr(cp)) != chr(cp):
-                table[cp] |= COMPAT
-        lowered = lower_table()
-        table[: len(lowered)][lowered != np.arange(len(lowered))] |= LOWER
-        _table = table
+        _table, _ = _cached_tables()
     return _table
 
 
@@ -65,14 +52,60 @@ def lower_table() -> np.ndarray:
     case). Taken from Arrow itself, so the compiled kernel lower-cases exactly as `lower` does."""
     global _lower
     if _lower is None:
-        cps = np.r_[np.arange(0x80, 0xD800), np.arange(0xE000, _COMPAT_LIMIT)]
-        low = pc.utf8_lower(pa.array([chr(c) for c in cps.tolist()])).to_pylist()
-        if any(len(x) != 1 for x in low):  # the kernel maps one code point to one
-            raise RuntimeError("Arrow's utf8_lower maps some code point to several; update kernels.py")
-        table = np.arange(_COMPAT_LIMIT, dtype=np.int32)
-        table[cps] = [ord(x) for x in low]
-        _lower = table
+        _, _lower = _cached_tables()
     return _lower
+
+
+def _cached_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(class table, lower table) from the cache file, or built and saved there. The file's name holds
+    the Unicode and Arrow versions they come from; it holds plain arrays (no pickle)."""
+    import os
+    from pathlib import Path
+
+    name = f"code-point-tables-unicode{unicodedata.unidata_version}-arrow{pa.__version__}-v1.npz"
+    path = Path(__file__).parent / "__pycache__" / name
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            return saved["classes"], saved["lower"]
+    except (OSError, KeyError, ValueError):
+        pass
+    lowered = _build_lower_table()
+    classes = _build_class_table(lowered)
+    try:
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_name(f".{name}.{os.getpid()}.npz")
+        np.savez(tmp, classes=classes, lower=lowered)
+        os.replace(tmp, path)
+    except OSError:  # a read-only install: build the tables in every process
+        pass
+    return classes, lowered
+
+
+def _build_class_table(lowered: np.ndarray) -> np.ndarray:
+    table = np.zeros(0x110000, np.uint8)
+    # Planes 3-13 and 15-16 hold no punctuation, symbols or separators: skip them.
+    for cp in list(range(_COMPAT_LIMIT)) + list(range(0xE0000, 0xE1000)):
+        cat = unicodedata.category(chr(cp))
+        if cat[0] in "PSZ" or cat in ("Cc", "Cf"):
+            table[cp] = SEP
+    for lo, hi in _SOLO_RANGES:
+        block = table[lo : hi + 1]
+        block[block == WORD] = SOLO
+    for cp in range(0x80, _COMPAT_LIMIT):
+        if table[cp] != SEP and unicodedata.normalize("NFKC", chr(cp)) != chr(cp):
+            table[cp] |= COMPAT
+    table[: len(lowered)][lowered != np.arange(len(lowered))] |= LOWER
+    return table
+
+
+def _build_lower_table() -> np.ndarray:
+    cps = np.r_[np.arange(0x80, 0xD800), np.arange(0xE000, _COMPAT_LIMIT)]
+    low = pc.utf8_lower(pa.array([chr(c) for c in cps.tolist()])).to_pylist()
+    if any(len(x) != 1 for x in low):  # the kernel maps one code point to one
+        raise RuntimeError("Arrow's utf8_lower maps some code point to several; update kernels.py")
+    table = np.arange(_COMPAT_LIMIT, dtype=np.int32)
+    table[cps] = [ord(x) for x in low]
+    return table
 
 
 def lower(texts: pa.Array, nfkc_rows: np.ndarray | None = None) -> pa.Array:

@@ -288,3 +288,21 @@ class TruncateFromFile(MapStage):
         table = set_column(table, "text", [t[: self.limit] for t in table.column("text").to_pylist()])
         return with_rejects(table, [None] * table.num_rows)
 
+
+class Occupancy(MapStage):
+    """Records, per row, the worker's pid, when its batch started and ended (it sleeps in between) and
+    the CUDA_VISIBLE_DEVICES it ran with: how many workers ran at once, and on which devices."""
+
+    Params = SlowParams
+    columns = {"worker_pid": pa.int64(), "started": pa.float64(), "ended": pa.float64(), "devices": pa.string()}
+
+    def process(self, table: pa.Table) -> pa.Table:
+        import os
+
+        started = time.time()
+        time.sleep(self.params.seconds_per_batch)
+        n = table.num_rows
+        table = set_column(table, "worker_pid", [os.getpid()] * n, pa.int64())
+        table = set_column(table, "started", [started] * n, pa.float64())
+        table = set_column(table, "ended", [time.time()] * n, pa.float64())
+        return set_column(table, "devices", [os.environ.get("CUDA_VISIBLE_DEVICES")] * n, pa.string())

@@ -3,6 +3,7 @@ master + worker started from the pyspark install, and a Ray head started with `r
 Each run happens in its own `assay run` process, as a user would do it, and must match local output."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -94,10 +95,38 @@ def test_spark_standalone_cluster_by_address(tmp_path, local_reference):
         manifest = (tmp_path / "run" / order[-1] / "_manifest.json").read_text()
         assert f"spark://127.0.0.1:{port}" in manifest
         assert snapshot(tmp_path / "run", order) == snapshot(ref, order)
+        # a `cpus: 2` stage asks Spark for two cores a task (task resources): one task at a time on 2 cores
+        assert occupancy_on(f"spark://127.0.0.1:{port}", tmp_path) == [2, 1]
     finally:
         if worker:
             stop(worker)
         stop(master)
+
+
+OCCUPANCY = """
+import json, sys
+from assay.pipeline.dataset import write_table
+from assay.pipeline.runner import run_stage
+from assay.pipeline.schema import make_docs
+from stages_for_tests import Occupancy
+from test_pipeline_resources import occupancy
+docs = write_table(make_docs({"text": f"doc {i}", "source": "t"} for i in range(6)), sys.argv[2] + "/docs", shards=6)
+most = []
+for cpus in (1, 2):
+    out = f"{sys.argv[2]}/cpus{cpus}"
+    run_stage(Occupancy({"seconds_per_batch": 1.0}, resources={"cpus": cpus}), [docs], out, engine="spark",
+              options={"spark_master": sys.argv[1]})
+    most.append(occupancy(out)[0])
+print(json.dumps(most))
+"""
+
+
+def occupancy_on(master: str, tmp_path: Path) -> list[int]:
+    """Most tasks at once of a `cpus: 1` and a `cpus: 2` stage on a Spark master (own driver process)."""
+    result = subprocess.run([sys.executable, "-c", OCCUPANCY, master, str(tmp_path)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_ray_head_by_address(tmp_path, local_reference):

@@ -1,6 +1,7 @@
 """What every engine shares: options, the per-task executor, and the worker-side stage cache."""
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -24,26 +25,43 @@ class EngineOptions(Params):
         return self.workers or os.cpu_count() or 1
 
 
-def stage_workers(stage: Stage, options: EngineOptions, tasks: int) -> int:
-    """How many workers a stage gets: its own `workers` cap, the engine's, the GPUs it asks for."""
+def stage_workers(stage: Stage, options: EngineOptions, tasks: int, cores: float | None = None) -> int:
+    """How many workers a stage gets here: one per `cpus` of `cores` (the cores the engine fills) and
+    no more than the GPU slots of the visible devices, capped by the stage's own `workers` and the
+    engine's. cores=None: the engine's scheduler counts CPUs and GPUs itself (Ray, Spark clusters)."""
     n = options.worker_count()
+    if cores is not None:
+        n = int(cores / stage.resources.cpus + 1e-9)
+        if stage.resources.gpus:
+            n = min(n, len(gpu_slots(stage.resources.gpus, visible_devices())) or 1)
     if stage.workers:
         n = min(n, stage.workers)
-    if stage.resources.gpus:
-        n = min(n, max(1, int(gpu_count() // stage.resources.gpus)))
     return max(1, min(n, tasks))
 
 
-def gpu_count() -> int:
+def visible_devices() -> list[str]:
+    """The GPUs this process may use, as CUDA names them to it: CUDA_VISIBLE_DEVICES when set (a
+    scheduler may have narrowed it to, say, "5,7"), else every device torch counts."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        return len([d for d in visible.split(",") if d.strip()])
+        return [d.strip() for d in visible.split(",") if d.strip()]
     try:
         import torch  # only when a stage asks for GPUs
 
-        return torch.cuda.device_count()
+        return [str(i) for i in range(torch.cuda.device_count())]
     except ImportError:
-        return 0
+        return []
+
+
+def gpu_slots(gpus: float, devices: list[str]) -> list[str]:
+    """The CUDA_VISIBLE_DEVICES of each worker slot for workers asking for `gpus` each: whole devices
+    of `devices` (ceil(gpus) per worker), or, below one, floor(1/gpus) workers per device, spread
+    over the devices first. Never a device outside `devices`."""
+    if gpus >= 1:
+        per = math.ceil(gpus - 1e-9)
+        return [",".join(devices[i:i + per]) for i in range(0, len(devices) - per + 1, per)]
+    share = int(1 / gpus + 1e-9)
+    return [d for _ in range(share) for d in devices]
 
 
 # One live instance per stage in each worker process: models load once per worker, and the cache is
@@ -97,6 +115,11 @@ class Engine:
     def run_tasks(self, stage: Stage, tasks: Sequence[Task], out_root: Path, schema: pa.Schema,
                   on_done: Callable[[int, dict], Any] | None = None) -> None:
         raise NotImplementedError
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """fn(item) for every item on the engine's workers, results in item order: the waves of a
+        global stage's plan. fn and items are pickled; results should be small (counts, paths)."""
+        return [fn(item) for item in items]
 
     def close(self) -> None:
         pass

@@ -1,7 +1,8 @@
 """The embedded default: a pool of worker processes over shards, no services, bounded memory
 (each worker streams one shard at a time in row-group batches).
 
-Each stage gets its own pool, sized by the stage (`workers`, GPUs asked for) and shut down when the
+Each stage gets its own pool, sized by the stage (one worker per `cpus` of the engine's cores, no
+more than free memory holds at `memory_gb` each, its `workers`, its GPU slots) and shut down when the
 stage ends: every worker then runs the stage's teardown() once and exits, so a model loaded by one
 stage is gone before the next starts. Workers die with the driver (a parent-death signal), so a
 killed `assay` leaves no process behind."""
@@ -19,7 +20,8 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 
 from ..stage import Stage, Task
-from .base import Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages
+from .base import (Engine, EngineOptions, execute_task, gpu_slots, stage_workers, teardown_worker_stages,
+                   visible_devices)
 
 
 def die_with_parent() -> None:
@@ -60,20 +62,31 @@ def exit_with(pid: int) -> None:
     threading.Thread(target=watch, name="assay-exit-with-driver", daemon=True).start()
 
 
-def _init_worker(gpu_slots: Any, driver: int) -> None:
+def _init_worker(counter: Any, devices: list[str] | None, driver: int) -> None:
     from multiprocessing import util
 
     die_with_parent()
     exit_with(driver)
     # Ctrl-C is the driver's to handle: it cancels the pool; a worker only stops when told.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if gpu_slots is not None:  # one GPU per worker: take the next free device index
-        with gpu_slots.get_lock():
-            device = gpu_slots.value
-            gpu_slots.value += 1
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+    if devices:  # a GPU stage: take the next slot's devices (base.gpu_slots)
+        with counter.get_lock():
+            slot = counter.value
+            counter.value += 1
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices[slot % len(devices)]
     # Runs when the worker exits at pool shutdown: the stage's teardown(), once per worker.
     util.Finalize(None, teardown_worker_stages, exitpriority=10)
+
+
+def pool_size(stage: Stage, options: EngineOptions, tasks: int) -> int:
+    """One worker per `cpus` of the engine's cores, and no more than the memory now free holds
+    workers of `memory_gb` each."""
+    n = stage_workers(stage, options, tasks, cores=options.worker_count())
+    if stage.resources.memory_gb:
+        import psutil
+
+        n = min(n, max(1, int(psutil.virtual_memory().available / (stage.resources.memory_gb * 2**30))))
+    return n
 
 
 class LocalEngine(Engine):
@@ -86,15 +99,15 @@ class LocalEngine(Engine):
         ctx = mp.get_context(os.environ.get("ASSAY_MP_START", "forkserver"))
         if ctx.get_start_method() == "forkserver":
             ctx.set_forkserver_preload(["pyarrow", "assay.pipeline.engines.base"])
-        slots = ctx.Value("i", 0) if stage.resources.gpus else None
+        devices = gpu_slots(stage.resources.gpus, visible_devices()) if stage.resources.gpus else None
         return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                   initargs=(slots, os.getpid()))
+                                   initargs=(ctx.Value("i", 0), devices, os.getpid()))
 
     def run_tasks(self, stage: Stage, tasks: Sequence[Task], out_root: Path, schema: pa.Schema,
                   on_done: Callable[[int, dict], Any] | None = None) -> None:
         if not tasks:
             return
-        workers = stage_workers(stage, self.options, len(tasks))
+        workers = pool_size(stage, self.options, len(tasks))
         if workers <= 1:
             try:  # in-process: no pickling, no pool start-up
                 for task in tasks:
@@ -126,6 +139,21 @@ class LocalEngine(Engine):
             _stop_workers(pool)
             raise
         pool.shutdown(wait=True)
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        workers = min(self.options.worker_count(), len(items))
+        if workers <= 1:
+            return [fn(item) for item in items]
+        ctx = mp.get_context(os.environ.get("ASSAY_MP_START", "forkserver"))
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                                   initargs=(None, None, os.getpid()))
+        try:
+            results = list(pool.map(fn, items))
+        except BaseException:
+            _stop_workers(pool)
+            raise
+        pool.shutdown(wait=True)
+        return results
 
     def describe(self) -> str:
         return f"local[{self.options.worker_count()}]"

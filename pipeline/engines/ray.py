@@ -1,6 +1,8 @@
 """Ray engine: a pool of Ray actors per stage, each running whole tasks (one input shard to one output
-shard) with the stage's resources (`num_cpus`, `num_gpus`, memory). An actor keeps the stage (and
-whatever its setup() loaded) warm across tasks; the pool grows while tasks wait and the cluster has
+shard) with the stage's resources (`num_cpus`, `num_gpus`, memory): Ray counts them, shares a device
+between actors asking for a fraction of one, and pins each actor to device ids from those the
+raylet was started with (a local Ray gets the GPUs CUDA_VISIBLE_DEVICES gives this process). An
+actor keeps the stage (and whatever its setup() loaded) warm across tasks; the pool grows while tasks wait and the cluster has
 room, up to the stage's worker count; when the stage ends each actor runs teardown() once and is
 killed. A local Ray by default, any cluster by address."""
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 
 from ..stage import Stage, Task
-from .base import Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages
+from ..errors import UserError
+from .base import Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages, visible_devices
 
 
 class _StageActor:
@@ -27,6 +30,10 @@ class _StageActor:
 
     def teardown(self) -> int:
         return teardown_worker_stages()
+
+
+def _call(fn, item):
+    return fn(item)
 
 
 class RayEngine(Engine):
@@ -46,7 +53,9 @@ class RayEngine(Engine):
                          ignore_reinit_error=True)
             else:
                 # address="local": always a fresh private instance, never a cluster someone else started
-                ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=options.worker_count(),
+                # the GPUs this process was given (Ray then hands actors ids from that list)
+                gpus = {"num_gpus": len(visible_devices())} if "CUDA_VISIBLE_DEVICES" in os.environ else {}
+                ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=options.worker_count(), **gpus,
                          include_dashboard=False, log_to_driver=forward,
                          object_store_memory=options.ray_object_store_mb * 1024 * 1024, ignore_reinit_error=True)
         import logging
@@ -86,7 +95,12 @@ class RayEngine(Engine):
         queue = deque(tasks)
         # Start as many actors as the cluster holds (at least one); grow later while work waits and
         # room frees up (an autoscaling cluster adds nodes).
-        initial = max(1, min(max_actors, self._fits(stage, ray.cluster_resources())))
+        fits = self._fits(stage, ray.cluster_resources())
+        if not fits and not self.options.ray_address:  # a local Ray gains no nodes: it would wait forever
+            raise UserError(f"stage {stage.stage_id!r} asks for {stage.resources.cpus:g} CPUs and {stage.resources.gpus:g} "
+                            f"GPUs per worker; this Ray has {ray.cluster_resources().get('CPU', 0):g} and "
+                            f"{ray.cluster_resources().get('GPU', 0):g}")
+        initial = max(1, min(max_actors, fits))
         try:
             while queue or running:
                 while queue and len(actors) < max_actors and (
@@ -108,6 +122,10 @@ class RayEngine(Engine):
         finally:
             for actor in actors:
                 ray.kill(actor)
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        call = self.ray.remote(_call)
+        return self.ray.get([call.remote(fn, item) for item in items])
 
     def describe(self) -> str:
         return f"ray[{self.options.ray_address or 'local'}]"

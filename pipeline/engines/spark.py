@@ -2,12 +2,15 @@
 
 Map stages run inside `mapInArrow`: the DataFrame holds one row per task (an input shard), each Spark
 task runs the stage over its shard and writes the output shard itself, so data never funnels through
-the driver and a killed job resumes shard by shard. Global stages get the session (`engine.spark`)
-and build their own DataFrame plans.
+the driver and a killed job resumes shard by shard. On a cluster a stage's tasks ask for its `cpus` and
+`gpus` as Spark task resources (a stage-level resource profile); in local mode, which has none, the
+tasks are grouped into as many partitions as the cores (and GPU slots) fit. Global stages get the
+session (`engine.spark`) and build their own DataFrame plans.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -17,7 +20,8 @@ import pyarrow as pa
 
 from ..stage import Stage, Task
 from ..logs import spark_log_level
-from .base import Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages
+from .base import (Engine, EngineOptions, execute_task, gpu_slots, stage_workers, teardown_worker_stages,
+                   visible_devices)
 
 _SESSION = None
 
@@ -99,6 +103,23 @@ def stop_spark() -> None:
         _SESSION = None
 
 
+def task_profile(res):
+    """A Spark resource profile whose tasks ask for the stage's cores (whole ones) and GPUs (a
+    fraction shares a device): the executors' scheduler then runs no more of them than fit."""
+    from pyspark.resource import ResourceProfileBuilder, TaskResourceRequests
+
+    requests = TaskResourceRequests().cpus(max(1, math.ceil(res.cpus - 1e-9)))
+    if res.gpus:
+        requests = requests.resource("gpu", res.gpus)
+    return ResourceProfileBuilder().require(requests).build
+
+
+def spark_devices(addresses: Sequence[str], visible: list[str]) -> str:
+    """CUDA_VISIBLE_DEVICES for the GPU addresses Spark assigned a task: CUDA ordinals of the
+    executor's visible devices, so address 0 under CUDA_VISIBLE_DEVICES=5,7 is device 5."""
+    return ",".join(visible[int(a)] if a.isdigit() and int(a) < len(visible) else a for a in addresses)
+
+
 class SparkEngine(Engine):
     name = "spark"
 
@@ -112,9 +133,25 @@ class SparkEngine(Engine):
             return
         by_index = {t.index: t for t in tasks}
         root = str(out_root)
+        sc = self.spark.sparkContext
+        res = stage.resources
+        local = sc.master.startswith("local")
+        # local mode has no task resources: a stage's cores and GPU slots are honoured by running that
+        # many partitions at once, each pinned to its slot's devices as the driver sees them
+        pins = gpu_slots(res.gpus, visible_devices()) if res.gpus and local else []
 
         def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            # Spark reuses Python workers across stages: tear the stage down when the partition ends.
+            from pyspark import TaskContext
+
+            # Spark reuses Python workers across stages: tear the stage down and restore the
+            # environment when the partition ends.
+            saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+            context = TaskContext.get()
+            gpus = context.resources().get("gpu") if context else None
+            if gpus is not None:  # ordinals among the executor's own devices
+                os.environ["CUDA_VISIBLE_DEVICES"] = spark_devices(gpus.addresses, visible_devices())
+            elif pins and context:
+                os.environ["CUDA_VISIBLE_DEVICES"] = pins[context.partitionId() % len(pins)]
             try:
                 for batch in batches:
                     for index in batch.column("index").to_pylist():
@@ -123,16 +160,30 @@ class SparkEngine(Engine):
                                                          names=["index", "counts"])
             finally:
                 teardown_worker_stages()
+                if saved is None:
+                    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+                else:
+                    os.environ["CUDA_VISIBLE_DEVICES"] = saved
 
-        # One partition per task keeps shards independent; a stage's `workers` caps concurrency by
-        # grouping tasks into that many partitions.
-        slices = len(tasks) if not stage.workers else stage_workers(stage, self.options, len(tasks))
-        rdd = self.spark.sparkContext.parallelize([(t.index,) for t in tasks], numSlices=slices)
+        # One partition per task keeps shards independent; a stage's `workers`, and in local mode
+        # its cores and GPU slots, cap concurrency by grouping tasks into that many partitions.
+        slices = len(tasks)
+        if stage.workers or (local and (res.cpus > 1 or res.gpus)):
+            slices = stage_workers(stage, self.options, len(tasks), cores=sc.defaultParallelism if local else None)
+        rdd = sc.parallelize([(t.index,) for t in tasks], numSlices=slices)
+        if not local and (res.cpus != 1 or res.gpus):
+            rdd = rdd.withResources(task_profile(res))
         frame = self.spark.createDataFrame(rdd, "index int")
         # toLocalIterator hands results back as partitions finish, so progress advances per shard.
         for row in frame.mapInArrow(run_partition, "index long, counts string").toLocalIterator(prefetchPartitions=True):
             if on_done:
                 on_done(row["index"], json.loads(row["counts"]))
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        if not items:
+            return []
+        rdd = self.spark.sparkContext.parallelize(list(enumerate(items)), numSlices=len(items))
+        return [result for _, result in sorted(rdd.map(lambda pair: (pair[0], fn(pair[1]))).collect(), key=lambda r: r[0])]
 
     def describe(self) -> str:
         return f"spark[{self.spark.sparkContext.master}]"
