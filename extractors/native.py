@@ -4,19 +4,25 @@ written out as Markdown by `markdown.HtmlWriter`. No trafilatura in the loop.
 The prepared tree (`html._prepare`) already holds formulas as `$tex$` text, code as plain `<pre>`,
 and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
 
+0. Dialogs a script opens (class/id token `modal`, `dialog`, `popup`, `lightbox`; `role=dialog`) go.
 1. One bottom-up pass measures every element: its text, the share of that text inside links, and the
    text that is its own (text and inline children, not nested blocks): a *paragraph* when that is at
-   least `_MIN_PARAGRAPH` characters.
+   least `_MIN_PARAGRAPH` characters. On a Chinese/Japanese/Korean page a character counts as three
+   and a paragraph needs a full-width comma or stop (a list of headlines has none).
 2. Each paragraph scores by its length and its links (a line of links scores nothing) and gives its
    score to its parent, half to its grandparent, a third to the next ancestor: the container that
    holds most of the page's running text wins. Class and id words add or subtract evidence
    (`article`, `entry-content` for; `sidebar`, `related`, `comment`, `share` against), and the
    container's own link density scales its score down (a menu of long titles).
-3. The winner's siblings join when they score a fair share of the winner, or are plain paragraphs
-   with few links (an article body split around an advertisement).
+3. The winner goes up to its parent while the parent adds more running text (paragraph text outside
+   links, in blocks not named as boilerplate) than other text: a body split over containers with
+   nothing in common, the other posts of a thread. Its siblings then join when they score a fair
+   share of it, or are plain paragraphs with few links (a body split around an advertisement).
 4. Inside the selection, blocks that read as boilerplate go: class/id evidence against them with a
-   small share of the text, link lists, headings that are links, blocks of images or form controls.
-   Code blocks and formulas are never pruned for their links or size.
+   small share of the text (not inside a selection itself so named, and not when blocks of the same
+   class together hold much of it: a thread of `comment` blocks), link lists, headings that are
+   links, blocks of images or form controls. Code blocks and formulas are never pruned for their
+   links or size.
 
 Repeated blocks across a site's pages are not used: the stage sees one page at a time.
 """
@@ -43,6 +49,7 @@ _POSITIVE = re.compile(
     r"|(?:post|entry|article|story|body|main)-?text|message|answer|question|postcontent|td-post-content|field-?item|node-?content|itemprop)"
     r"(?:$|[-_\s\d])", re.I)
 _CLASS_WEIGHT = 25.0
+_MIN_GAIN, _GAIN_SHARE, _GAIN_RATIO = 100, 0.15, 1.0
 
 _BLOCK = frozenset(("p", "div", "pre", "table", "ul", "ol", "dl", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6",
                     "section", "article", "main", "header", "figure", "figcaption", "form", "fieldset", "hr",
@@ -59,28 +66,34 @@ class Measures:
     """Per element: all text chars, chars inside links, own paragraph chars and their link chars.
     Held in dicts keyed by element: the proxies stay alive while `self.order` holds them."""
 
-    __slots__ = ("order", "total", "links", "own", "own_links", "commas")
+    __slots__ = ("order", "total", "links", "own", "own_links", "commas", "good", "cjk")
 
-    def __init__(self, root):
+    def __init__(self, root, cjk: bool = False):
         self.order = [e for e in root.iter() if isinstance(e.tag, str)]
-        total, links, own, own_links, commas = {}, {}, {}, {}, {}
+        total, links, own, own_links, commas, good = {}, {}, {}, {}, {}, {}
+        # Chinese, Japanese and Korean say in one character what takes a word elsewhere: there a
+        # character counts as three; commas and stops are full-width, and a line without one (a list
+        # of headlines) is no paragraph.
+        self.cjk = cjk
+        w, comma = (3, "\uff0c") if cjk else (1, ",")
         for el in reversed(self.order):  # every descendant comes before its ancestors
             text = el.text or ""
-            t = len(text.strip())
-            c = text.count(",")
+            t = len(text.strip()) * w
+            c = text.count(comma) + (text.count("\u3002") if cjk else 0)
             in_link = el.tag == "a"
-            o, ol, tl = t, 0, 0
+            o, ol, tl, g = t, 0, 0, 0
             for kid in el:
                 tail = kid.tail or ""
                 if tail:
-                    n = len(tail.strip())
+                    n = len(tail.strip()) * w
                     t += n
                     o += n
-                    c += tail.count(",")
+                    c += tail.count(comma) + (tail.count("\u3002") if cjk else 0)
                 if not isinstance(kid.tag, str):
                     continue
                 t += total[kid]
                 tl += links[kid]
+                g += good[kid]
                 if kid.tag not in _BLOCK:  # inline: its text is part of this block's paragraph
                     o += own[kid]
                     ol += own_links[kid]
@@ -90,7 +103,11 @@ class Measures:
             own[el] = o
             own_links[el] = o if in_link else ol
             commas[el] = c
+            if o >= _MIN_PARAGRAPH and 2 * ol <= o and el.tag in _BLOCK and el.tag not in _HEADINGS and (c or not cjk or el.tag == "pre"):
+                g += o - ol  # a paragraph's own text outside links: running text
+            good[el] = g
         self.total, self.links, self.own, self.own_links, self.commas = total, links, own, own_links, commas
+        self.good = good
 
     def density(self, el) -> float:
         t = self.total[el]
@@ -121,7 +138,7 @@ def _score_candidates(m: Measures) -> dict:
     scores: dict = {}
     for el in m.order:
         own = m.own[el]
-        if own < _MIN_PARAGRAPH or el.tag not in _BLOCK or el.tag in _HEADINGS:
+        if own < _MIN_PARAGRAPH or el.tag not in _BLOCK or el.tag in _HEADINGS or m.cjk and not m.commas[el] and el.tag != "pre":
             continue
         links = m.own_links[el]
         if links > 0.5 * own:
@@ -162,10 +179,30 @@ def _top(scores: dict, m: Measures):
                     best = a
                 break
     parent = best.getparent()
-    while parent is not None and parent.tag not in ("html", "body") and m.total[parent] and \
-            m.total[best] >= 0.85 * m.total[parent] and m.density(parent) < 0.3:
-        best, parent = parent, parent.getparent()  # a wrapper that adds a title or a line: take it
+    while parent is not None and parent.tag not in ("html", "body") and m.total[parent]:
+        if m.total[best] >= 0.85 * m.total[parent] and m.density(parent) < 0.3:
+            best, parent = parent, parent.getparent()  # a wrapper that adds a title or a line: take it
+        elif _gains(parent, best, m):
+            best, parent = parent, parent.getparent()  # the rest of a body split over containers
+        else:
+            break
     return best
+
+
+def _gains(parent, best, m: Measures) -> bool:
+    """Going up from `best` to `parent` adds more running text than other text: the parent holds
+    more of the same body (sections, a second column of paragraphs, the other posts of a thread).
+    Text in blocks named as boilerplate counts against, unless they are named like `best` itself."""
+    gain = 0
+    same = best.get("class")
+    for sib in parent:
+        if sib is best or not isinstance(sib.tag, str):
+            continue
+        g = m.good[sib]
+        if g and (class_weight(sib) >= 0 or sib.get("class") == same):
+            gain += g
+    cost = m.total[parent] - m.total[best] - gain
+    return gain >= max(_MIN_GAIN, _GAIN_SHARE * m.good[best]) and gain >= _GAIN_RATIO * cost
 
 
 def _selection(root, m: Measures, scores: dict) -> list:
@@ -232,6 +269,10 @@ def _furniture(node, total: int) -> bool:
 def _prune(el, m: Measures, body_chars: int) -> None:
     """Drop the boilerplate blocks inside a chosen element (in place)."""
     holds_code = {a for pre in el.iter("pre") for a in pre.iterancestors()}  # code is content wherever it is
+    # Inside a selection that is itself named as boilerplate (a thread of `comment` blocks), names
+    # against are no evidence: the page's content lives in such markup.
+    named_against = any(class_weight(a) < 0 for a in (el, *el.iterancestors()))
+    groups: dict = {}
     for node in list(el.iterdescendants(*_PRUNED)):
         if node.tag in _KEEP or node in holds_code or node.getparent() is None:
             continue
@@ -241,7 +282,8 @@ def _prune(el, m: Measures, body_chars: int) -> None:
         weight = class_weight(node)
         density = m.density(node)
         drop = False
-        if weight < 0 and total < 0.3 * body_chars:
+        if weight < 0 and total < 0.3 * body_chars and not named_against and \
+                _group_chars(node, m, groups) < 0.3 * body_chars:
             drop = True
         elif node.tag in _INLINE:
             drop = node.tag == "time" and node.getparent().tag in _BLOCK and not (node.getparent().text or "").strip()
@@ -269,6 +311,16 @@ def _prune(el, m: Measures, body_chars: int) -> None:
             parent.remove(node)
 
 
+def _group_chars(node, m: Measures, groups: dict) -> int:
+    """Text of `node` and its siblings of the same tag and class: repeated blocks that together
+    hold much of the selection (the posts of a thread named `comment`) are its content."""
+    key = (node.getparent(), node.tag, node.get("class"))
+    found = groups.get(key)
+    if found is None:
+        found = groups[key] = sum(m.total.get(s, 0) for s in key[0] if s.tag == node.tag and s.get("class") == key[2])
+    return found
+
+
 def _drop_headline(chosen: list, title: str) -> None:
     """The page's headline is its title (`meta.title`), not part of the text: the first heading of
     the selection goes when the title holds it."""
@@ -281,6 +333,32 @@ def _drop_headline(chosen: list, title: str) -> None:
             return
 
 
+# Dialogs a script opens (report forms, cookie and newsletter pop-ups, help sheets): never the page's
+# text, however much text they hold. An XPath prefilter, then whole class/id tokens.
+_DIALOG_XPATH = ("//*[contains(@class, 'modal') or contains(@class, 'dialog') or contains(@class, 'popup')"
+                 " or contains(@class, 'lightbox') or contains(@id, 'modal') or contains(@id, 'dialog')"
+                 " or contains(@id, 'popup') or @role='dialog' or @aria-modal='true']")
+_DIALOG = re.compile(r"(?:^|\s)(?:[\w-]*[-_])?(?:modal|dialog|popup|lightbox)(?:$|\s)", re.I)  # a whole token
+
+
+def _drop_dialogs(body) -> None:
+    for el in body.xpath(_DIALOG_XPATH):
+        if el.tag in ("html", "body") or el.getparent() is None:
+            continue
+        if el.get("role") == "dialog" or el.get("aria-modal") == "true" or \
+                _DIALOG.search(f"{el.get('class') or ''} {el.get('id') or ''}"):
+            el.drop_tree()
+
+
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def _is_cjk(body) -> bool:
+    """The page's text is mostly Chinese, Japanese or Korean (a sample of its first characters)."""
+    sample = "".join(body.xpath("string()").split())[:4000]
+    return len(_CJK.findall(sample)) > 0.3 * len(sample)
+
+
 def select(root, keep_all: bool = False, title: str | None = None) -> list:
     """The main-content elements of a prepared tree, in page order, pruned. `keep_all`: the tree is
     a thread region (every post is content): prune only. `title`: the page's title, whose headline
@@ -288,7 +366,9 @@ def select(root, keep_all: bool = False, title: str | None = None) -> list:
     body = root.find("body") if root.tag == "html" else root
     if body is None:
         body = root
-    m = Measures(body)
+    if not keep_all:
+        _drop_dialogs(body)
+    m = Measures(body, _is_cjk(body))
     chosen = [body] if keep_all else _selection(body, m, _score_candidates(m))
     body_chars = sum(m.total.get(el, 0) for el in chosen) or 1
     for el in chosen:
