@@ -4,16 +4,19 @@ written out as Markdown by `markdown.HtmlWriter`. No trafilatura in the loop.
 The prepared tree (`html._prepare`) already holds formulas as `$tex$` text, code as plain `<pre>`,
 and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
 
-0. Dialogs a script opens (class/id token `modal`, `dialog`, `popup`, `lightbox`; `role=dialog`) go.
+0. Dialogs a script opens (class/id token `modal`, `dialog`, `popup`, `lightbox`; `role=dialog`) and
+   blocks a CSS framework hides on every screen (`hidden`, `d-none`, not `hidden md:block`) go.
 1. One bottom-up pass measures every element: its text, the share of that text inside links, and the
    text that is its own (text and inline children, not nested blocks): a *paragraph* when that is at
    least `_MIN_PARAGRAPH` characters. On a Chinese/Japanese/Korean page a character counts as three
    and a paragraph needs a full-width comma or stop (a list of headlines has none).
 2. Each paragraph scores by its length and its links (a line of links scores nothing) and gives its
    score to its parent, half to its grandparent, a third to the next ancestor: the container that
-   holds most of the page's running text wins. Class and id words add or subtract evidence
-   (`article`, `entry-content` for; `sidebar`, `related`, `comment`, `share` against), and the
-   container's own link density scales its score down (a menu of long titles).
+   holds most of the page's running text wins; a paragraph over `_LONG` characters counts as more
+   than one (a body written as one block between `<br>`s, in a script without Latin commas). Class
+   and id words add or subtract evidence (`article`, `entry-content` for; `sidebar`, `related`,
+   `comment`, `share` against), and the container's own link density scales its score down (a menu
+   of long titles).
 3. The winner goes up to its parent while the parent adds more running text (paragraph text outside
    links, in blocks not named as boilerplate) than other text: a body split over containers with
    nothing in common, the other posts of a thread. Its siblings then join when they score a fair
@@ -37,7 +40,7 @@ _NEGATIVE = re.compile(
     r"|promo\w*|sponsor\w*|subscribe|subscription|newsletter|signup|popup|modal|tags|taglist|tag-list|byline"
     r"|author-?bio|authorbox|about-author|pagination|pager|paging|skip|print|rating|toolbar|masthead|teasers?"
     r"|recommend\w*|outbrain|taboola|disqus|login|follow|shoutbox|dialog|overlay|trending|popular|most-?read"
-    r"|read-?more|more-stories|newsflash|sitemap|breaking|meta|post-meta|entry-meta|postmeta|widget-area|hidden"
+    r"|read-?more|more-stories|newsflash|sitemap|breaking|meta|post-meta|entry-meta|postmeta|widget-area|visually-hidden|sr-only|screen-reader-text"
     r"|jump|links|linklist|blogroll|archive|categories|category|signature|sig|userinfo|postprofile|profile"
     r"|avatar|credits?|caption|copyright|legal|disclaimer|license|gallery|slideshow|carousel|video-?player"
     r"|inline-?ad|native-?ad|partner|affiliate|shopping|offers?|donate|support-us|feedback|survey|poll"
@@ -57,6 +60,7 @@ _BLOCK = frozenset(("p", "div", "pre", "table", "ul", "ol", "dl", "blockquote", 
                     "address", "body", "html", "caption", "br"))
 _HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 _MIN_PARAGRAPH = 25
+_LONG = 500  # a paragraph longer than this counts as more than one (a body without <p>)
 _TAG_SCORE = {"div": 5.0, "article": 10.0, "main": 5.0, "section": 3.0, "pre": 3.0, "td": 3.0, "blockquote": 3.0,
               "ul": -3.0, "ol": -3.0, "dl": -3.0, "form": -3.0, "li": -3.0, "th": -5.0, "address": -3.0,
               "h1": -5.0, "h2": -5.0, "h3": -5.0, "h4": -5.0, "h5": -5.0, "h6": -5.0}
@@ -143,7 +147,7 @@ def _score_candidates(m: Measures) -> dict:
         links = m.own_links[el]
         if links > 0.5 * own:
             continue  # a line of links: navigation, not a paragraph
-        score = (1.0 + m.commas[el] + min(own / 100.0, 3.0)) * (1.0 - links / own)
+        score = (1.0 + m.commas[el] + min(own / 100.0, 3.0) + max(0, own - _LONG) / _LONG) * (1.0 - links / own)
         node, share = el.getparent(), 1.0
         for _ in range(3):
             if node is None or node.tag == "html":
@@ -190,9 +194,11 @@ def _top(scores: dict, m: Measures):
 
 
 def _gains(parent, best, m: Measures) -> bool:
-    """Going up from `best` to `parent` adds more running text than other text: the parent holds
-    more of the same body (sections, a second column of paragraphs, the other posts of a thread).
-    Text in blocks named as boilerplate counts against, unless they are named like `best` itself."""
+    """Going up from `best` to `parent` adds more running text (paragraph text outside links) than
+    other text: the parent holds more of the same body (sections, a second column of paragraphs, the
+    other posts of a thread). Text in blocks named as boilerplate counts against, unless they are
+    named like `best` itself. (Looking further up, past a level that adds little, took in whole
+    sites on the dev pages.)"""
     gain = 0
     same = best.get("class")
     for sib in parent:
@@ -341,6 +347,10 @@ _DIALOG_XPATH = ("//*[contains(@class, 'modal') or contains(@class, 'dialog') or
 _DIALOG = re.compile(r"(?:^|\s)(?:[\w-]*[-_])?(?:modal|dialog|popup|lightbox)(?:$|\s)", re.I)  # a whole token
 
 
+_HIDDEN_XPATH = "//*[contains(@class, 'hidden') or contains(@class, 'd-none') or contains(@class, 'hide')]"
+_HIDDEN = frozenset(("hidden", "d-none", "hide", "is-hidden"))
+
+
 def _drop_dialogs(body) -> None:
     for el in body.xpath(_DIALOG_XPATH):
         if el.tag in ("html", "body") or el.getparent() is None:
@@ -348,6 +358,17 @@ def _drop_dialogs(body) -> None:
         if el.get("role") == "dialog" or el.get("aria-modal") == "true" or \
                 _DIALOG.search(f"{el.get('class') or ''} {el.get('id') or ''}"):
             el.drop_tree()
+    # CSS frameworks' hidden class (Bootstrap's `hidden`/`d-none`, Tailwind's `hidden`), unless a
+    # responsive class shows it again on some screen (`hidden md:block`, `d-none d-lg-block`).
+    for el in body.xpath(_HIDDEN_XPATH):
+        tokens = (el.get("class") or "").split()
+        if _HIDDEN.isdisjoint(tokens) or el.tag in ("html", "body") or el.getparent() is None:
+            continue
+        if any(":" in t or t.startswith("d-") and t != "d-none" for t in tokens):
+            continue
+        el.drop_tree()
+    # Not `style="display: none"`: threads fold replies and "show more" text that way, and a
+    # script shows them.
 
 
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")

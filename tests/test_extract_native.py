@@ -55,3 +55,30 @@ def test_a_dialog_is_never_the_content():
             "</body></html>")
     text = native(html)
     assert "Paragraph 1." in text and "Help" not in text
+
+
+def test_a_long_body_without_paragraph_markup_or_commas_beats_a_comma_rich_footer():
+    # One long block of text between <br>s in a script without Latin commas (Urdu, Thai...): a
+    # paragraph longer than a few hundred characters counts as several.
+    words = "دریائے راوی پر ڈیم کی تعمیر سے پانی بند ہوچکا ہے اس کو لے کر بحث جاری ہے "
+    body = "<br>".join(words * 6 for _ in range(8))
+    footer = ("<p>Example Network is the largest independent media house, serving its users since 1997. We provide "
+              "breaking news, world news, business news, sports news, and live news, every day, all year.</p>")
+    html = (f"<html><body>{NAV}<div class='main'><div class='detail'><div>{body}</div></div></div>"
+            f"<div class='footer'><div class='footer_bottom'><div class='fl'>{footer}</div></div></div></body></html>")
+    text = native(html)
+    assert "دریائے راوی" in text and "media house" not in text
+
+
+def test_blocks_hidden_by_a_css_framework_class_are_not_text():
+    # `hidden` (Bootstrap 3, Tailwind) and `d-none` hide a block on every screen; `hidden md:block`
+    # shows it on larger ones, so it stays.
+    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(4))
+    html = (f"<html><body>{NAV}<article><div class='body'>{article}"
+            f"<div class='hidden support-message'><p>Please donate to keep us going, every dollar counts.</p></div>"
+            f"<div class='d-none'><p>Variant two of the donation appeal, shown to some readers only.</p></div>"
+            f"<div class='hidden md:block'><p>Shown on wide screens: the closing paragraph of the article.</p></div>"
+            "</div></article></body></html>")
+    text = native(html)
+    assert "Paragraph 3." in text and "donate" not in text and "donation" not in text
+    assert "closing paragraph" in text
