@@ -4,8 +4,8 @@ written out as Markdown by `markdown.HtmlWriter`. No trafilatura in the loop.
 The prepared tree (`html._prepare`) already holds formulas as `$tex$` text, code as plain `<pre>`,
 and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
 
-0. Dialogs a script opens (class/id token `modal`, `dialog`, `popup`, `lightbox`; `role=dialog`) and
-   blocks a CSS framework hides on every screen (`hidden`, `d-none`, not `hidden md:block`) go.
+0. `html._prepare` drops dialogs a script opens (class token `modal`, `dialog`, `popup`, `lightbox`;
+   `role=dialog`) and blocks a CSS framework hides on every screen (`hidden`, not `hidden md:block`).
 1. One bottom-up pass measures every element: its text, the share of that text inside links, and the
    text that is its own (text and inline children, not nested blocks): a *paragraph* when that is at
    least `_MIN_PARAGRAPH` characters. On a Chinese/Japanese/Korean page a character counts as three
@@ -279,42 +279,51 @@ def _prune(el, m: Measures, body_chars: int) -> None:
     # against are no evidence: the page's content lives in such markup.
     named_against = any(class_weight(a) < 0 for a in (el, *el.iterancestors()))
     groups: dict = {}
-    for node in list(el.iterdescendants(*_PRUNED)):
-        if node.tag in _KEEP or node in holds_code or node.getparent() is None:
-            continue
-        total = m.total.get(node)
-        if total is None:
-            continue
-        weight = class_weight(node)
-        density = m.density(node)
-        drop = False
-        if weight < 0 and total < 0.3 * body_chars and not named_against and \
-                _group_chars(node, m, groups) < 0.3 * body_chars:
-            drop = True
-        elif node.tag in _INLINE:
-            drop = node.tag == "time" and node.getparent().tag in _BLOCK and not (node.getparent().text or "").strip()
-        elif total < _SHORT and node.tag != "li" and _furniture(node, total):
-            drop = True
-        elif node.tag in _HEADINGS:
-            drop = density > 0.5
-        elif node.tag in _LISTS or node.tag in ("div", "section", "p", "li", "header", "figure"):
-            if density > 0.5 and total < 0.5 * body_chars:
-                drop = True
-            elif node.tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
-                    m.commas[node] < 5 and total < 0.25 * body_chars:
-                drop = True
-        elif node.tag in ("form", "fieldset", "figcaption", "caption", "address"):
-            drop = node.tag != "caption"
-        if drop:
-            tail = node.tail
-            parent = node.getparent()
-            prev = node.getprevious()
-            if tail and tail.strip():
-                if prev is not None:
-                    prev.tail = (prev.tail or "") + tail
-                else:
-                    parent.text = (parent.text or "") + tail
-            parent.remove(node)
+    stack = [k for k in reversed(el) if isinstance(k.tag, str)]
+    while stack:  # depth first in page order; a dropped block's descendants are not looked at
+        node = stack.pop()
+        if node.tag in _PRUNED and node.tag not in _KEEP and node not in holds_code and \
+                _boilerplate(node, m, body_chars, named_against, groups):
+            _remove(node)
+        elif len(node):
+            stack.extend(k for k in reversed(node) if isinstance(k.tag, str))
+
+
+def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict) -> bool:
+    total = m.total.get(node)
+    if total is None:
+        return False
+    weight = class_weight(node)
+    if weight < 0 and total < 0.3 * body_chars and not named_against and \
+            _group_chars(node, m, groups) < 0.3 * body_chars:
+        return True
+    tag = node.tag
+    if tag in _INLINE:
+        return tag == "time" and node.getparent().tag in _BLOCK and not (node.getparent().text or "").strip()
+    if total < _SHORT and tag != "li" and _furniture(node, total):
+        return True
+    density = m.density(node)
+    if tag in _HEADINGS:
+        return density > 0.5
+    if tag in _LISTS or tag in ("div", "section", "p", "li", "header", "figure"):
+        if density > 0.5 and total < 0.5 * body_chars:
+            return True
+        return tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
+            m.commas[node] < 5 and total < 0.25 * body_chars
+    return tag in ("form", "fieldset", "figcaption", "address")
+
+
+def _remove(node) -> None:
+    """Remove `node`, keeping the text that follows it."""
+    tail = node.tail
+    parent = node.getparent()
+    prev = node.getprevious()
+    if tail and tail.strip():
+        if prev is not None:
+            prev.tail = (prev.tail or "") + tail
+        else:
+            parent.text = (parent.text or "") + tail
+    parent.remove(node)
 
 
 def _group_chars(node, m: Measures, groups: dict) -> int:
@@ -340,35 +349,22 @@ def _drop_headline(chosen: list, title: str) -> None:
 
 
 # Dialogs a script opens (report forms, cookie and newsletter pop-ups, help sheets): never the page's
-# text, however much text they hold. An XPath prefilter, then whole class/id tokens.
-_DIALOG_XPATH = ("//*[contains(@class, 'modal') or contains(@class, 'dialog') or contains(@class, 'popup')"
-                 " or contains(@class, 'lightbox') or contains(@id, 'modal') or contains(@id, 'dialog')"
-                 " or contains(@id, 'popup') or @role='dialog' or @aria-modal='true']")
-_DIALOG = re.compile(r"(?:^|\s)(?:[\w-]*[-_])?(?:modal|dialog|popup|lightbox)(?:$|\s)", re.I)  # a whole token
-
-
-_HIDDEN_XPATH = "//*[contains(@class, 'hidden') or contains(@class, 'd-none') or contains(@class, 'hide')]"
+# text, however much text they hold; and blocks a CSS framework hides on every screen (Bootstrap's
+# `hidden`/`d-none`, Tailwind's `hidden`), unless a responsive class shows them again on some screen
+# (`hidden md:block`, `d-none d-lg-block`). Not `style="display: none"`: threads fold replies and
+# "show more" text that way, and a script shows them. Found in `html._prepare`'s walk over the tree.
+# A token that ends in the noun, not a feature flag (`penci-enable-lightbox`, `has-modal`).
+_DIALOG = re.compile(r"^(?:(?![\w-]*(?:enable|enabled|has|with|no|use|allow|open|trigger|toggle|show)[-_]"
+                     r"(?:modal|dialog|popup|lightbox)$)[\w-]*[-_])?(?:modal|dialog|popup|lightbox)$", re.I)
 _HIDDEN = frozenset(("hidden", "d-none", "hide", "is-hidden"))
 
 
-def _drop_dialogs(body) -> None:
-    for el in body.xpath(_DIALOG_XPATH):
-        if el.tag in ("html", "body") or el.getparent() is None:
-            continue
-        if el.get("role") == "dialog" or el.get("aria-modal") == "true" or \
-                _DIALOG.search(f"{el.get('class') or ''} {el.get('id') or ''}"):
-            el.drop_tree()
-    # CSS frameworks' hidden class (Bootstrap's `hidden`/`d-none`, Tailwind's `hidden`), unless a
-    # responsive class shows it again on some screen (`hidden md:block`, `d-none d-lg-block`).
-    for el in body.xpath(_HIDDEN_XPATH):
-        tokens = (el.get("class") or "").split()
-        if _HIDDEN.isdisjoint(tokens) or el.tag in ("html", "body") or el.getparent() is None:
-            continue
-        if any(":" in t or t.startswith("d-") and t != "d-none" for t in tokens):
-            continue
-        el.drop_tree()
-    # Not `style="display: none"`: threads fold replies and "show more" text that way, and a
-    # script shows them.
+def script_hidden(cls: str) -> bool:
+    """A class that names a dialog, or hides its element on every screen."""
+    tokens = cls.split()
+    if any(_DIALOG.match(t) for t in tokens):
+        return True
+    return not _HIDDEN.isdisjoint(tokens) and not any(":" in t or t.startswith("d-") and t != "d-none" for t in tokens)
 
 
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
@@ -376,8 +372,9 @@ _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 def _is_cjk(body) -> bool:
     """The page's text is mostly Chinese, Japanese or Korean (a sample of its first characters)."""
-    sample = "".join(body.xpath("string()").split())[:4000]
-    return len(_CJK.findall(sample)) > 0.3 * len(sample)
+    sample = body.xpath("string()")[:12000]
+    letters = len(sample) - sum(sample.count(ws) for ws in (" ", "\n", "\t", "\r"))
+    return len(_CJK.findall(sample)) > 0.3 * letters
 
 
 def select(root, keep_all: bool = False, title: str | None = None) -> list:
@@ -387,8 +384,6 @@ def select(root, keep_all: bool = False, title: str | None = None) -> list:
     body = root.find("body") if root.tag == "html" else root
     if body is None:
         body = root
-    if not keep_all:
-        _drop_dialogs(body)
     m = Measures(body, _is_cjk(body))
     chosen = [body] if keep_all else _selection(body, m, _score_candidates(m))
     body_chars = sum(m.total.get(el, 0) for el in chosen) or 1
