@@ -67,55 +67,67 @@ _TAG_SCORE = {"div": 5.0, "article": 10.0, "main": 5.0, "section": 3.0, "pre": 3
 
 
 class Measures:
-    """Per element: all text chars, chars inside links, own paragraph chars and their link chars.
-    Held in dicts keyed by element: the proxies stay alive while `self.order` holds them."""
+    """Per element, one tuple `v[el]`: (all text chars, chars inside links, own paragraph chars,
+    their chars inside links, commas, running-text chars, tag). One tuple and one dict lookup per
+    child: the pass is the selector's largest part. The dict holds the element proxies alive.
+    `v` is in reverse page order (every descendant before its ancestors)."""
 
-    __slots__ = ("order", "total", "links", "own", "own_links", "commas", "good", "cjk")
+    __slots__ = ("v", "cjk")
 
     def __init__(self, root, cjk: bool = False):
-        self.order = [e for e in root.iter() if isinstance(e.tag, str)]
-        total, links, own, own_links, commas, good = {}, {}, {}, {}, {}, {}
+        order = [e for e in root.iter() if isinstance(e.tag, str)]
         # Chinese, Japanese and Korean say in one character what takes a word elsewhere: there a
         # character counts as three; commas and stops are full-width, and a line without one (a list
         # of headlines) is no paragraph.
         self.cjk = cjk
         w, comma = (3, "\uff0c") if cjk else (1, ",")
-        for el in reversed(self.order):  # every descendant comes before its ancestors
-            text = el.text or ""
-            t = len(text.strip()) * w
-            c = text.count(comma) + (text.count("\u3002") if cjk else 0)
-            in_link = el.tag == "a"
+        self.v = v = {}
+        for el in reversed(order):  # every descendant comes before its ancestors
+            tag = el.tag
+            text = el.text
+            if text:
+                t = len(text.strip()) * w
+                c = text.count(comma) + (text.count("\u3002") if cjk else 0)
+            else:
+                t = c = 0
             o, ol, tl, g = t, 0, 0, 0
             for kid in el:
-                tail = kid.tail or ""
+                tail = kid.tail
                 if tail:
                     n = len(tail.strip()) * w
                     t += n
                     o += n
                     c += tail.count(comma) + (tail.count("\u3002") if cjk else 0)
-                if not isinstance(kid.tag, str):
-                    continue
-                t += total[kid]
-                tl += links[kid]
-                g += good[kid]
-                if kid.tag not in _BLOCK:  # inline: its text is part of this block's paragraph
-                    o += own[kid]
-                    ol += own_links[kid]
-                    c += commas[kid]
-            total[el] = t
-            links[el] = t if in_link else tl
-            own[el] = o
-            own_links[el] = o if in_link else ol
-            commas[el] = c
-            if o >= _MIN_PARAGRAPH and 2 * ol <= o and el.tag in _BLOCK and el.tag not in _HEADINGS and (c or not cjk or el.tag == "pre"):
+                k = v.get(kid)
+                if k is None:
+                    continue  # not an element
+                t += k[0]
+                tl += k[1]
+                g += k[5]
+                if k[6] not in _BLOCK:  # inline: its text is part of this block's paragraph
+                    o += k[2]
+                    ol += k[3]
+                    c += k[4]
+            if tag == "a":
+                tl, ol = t, o
+            if o >= _MIN_PARAGRAPH and 2 * ol <= o and tag in _BLOCK and tag not in _HEADINGS and \
+                    (c or not cjk or tag == "pre"):
                 g += o - ol  # a paragraph's own text outside links: running text
-            good[el] = g
-        self.total, self.links, self.own, self.own_links, self.commas = total, links, own, own_links, commas
-        self.good = good
+            v[el] = (t, tl, o, ol, c, g, tag)
+
+    def total(self, el) -> int:
+        found = self.v.get(el)
+        return found[0] if found else 0
+
+    def good(self, el) -> int:
+        return self.v[el][5]
+
+    def commas(self, el) -> int:
+        return self.v[el][4]
 
     def density(self, el) -> float:
-        t = self.total[el]
-        return self.links[el] / t if t else 0.0
+        t, links = self.v[el][:2]
+        return links / t if t else 0.0
 
 
 _WEIGHTS: dict[str, float] = {}  # class and id string → weight: pages repeat a few strings many times
@@ -140,21 +152,20 @@ def class_weight(el) -> float:
 
 def _score_candidates(m: Measures) -> dict:
     scores: dict = {}
-    for el in m.order:
-        own = m.own[el]
-        if own < _MIN_PARAGRAPH or el.tag not in _BLOCK or el.tag in _HEADINGS or m.cjk and not m.commas[el] and el.tag != "pre":
+    cjk = m.cjk
+    for el, (_, _, own, links, commas, _, tag) in reversed(m.v.items()):  # page order: ties go to the first
+        if own < _MIN_PARAGRAPH or tag not in _BLOCK or tag in _HEADINGS or cjk and not commas and tag != "pre":
             continue
-        links = m.own_links[el]
         if links > 0.5 * own:
             continue  # a line of links: navigation, not a paragraph
-        score = (1.0 + m.commas[el] + min(own / 100.0, 3.0) + max(0, own - _LONG) / _LONG) * (1.0 - links / own)
+        score = (1.0 + commas + min(own / 100.0, 3.0) + max(0, own - _LONG) / _LONG) * (1.0 - links / own)
         node, share = el.getparent(), 1.0
         for _ in range(3):
             if node is None or node.tag == "html":
                 break
             scores[node] = scores.get(node, 0.0) + score / share
             node, share = node.getparent(), share + 1.0
-        if el.tag not in ("pre", "td", "blockquote", "p"):
+        if tag not in ("pre", "td", "blockquote", "p"):
             # A block of text with no paragraph markup (text in a div) is a candidate itself.
             scores[el] = scores.get(el, 0.0) + score
     # Class and id evidence scales what the text earned: a tiny element named `content` must not
@@ -183,8 +194,8 @@ def _top(scores: dict, m: Measures):
                     best = a
                 break
     parent = best.getparent()
-    while parent is not None and parent.tag not in ("html", "body") and m.total[parent]:
-        if m.total[best] >= 0.85 * m.total[parent] and m.density(parent) < 0.3:
+    while parent is not None and parent.tag not in ("html", "body") and m.total(parent):
+        if m.total(best) >= 0.85 * m.total(parent) and m.density(parent) < 0.3:
             best, parent = parent, parent.getparent()  # a wrapper that adds a title or a line: take it
         elif _gains(parent, best, m):
             best, parent = parent, parent.getparent()  # the rest of a body split over containers
@@ -204,11 +215,11 @@ def _gains(parent, best, m: Measures) -> bool:
     for sib in parent:
         if sib is best or not isinstance(sib.tag, str):
             continue
-        g = m.good[sib]
+        g = m.good(sib)
         if g and (class_weight(sib) >= 0 or sib.get("class") == same):
             gain += g
-    cost = m.total[parent] - m.total[best] - gain
-    return gain >= max(_MIN_GAIN, _GAIN_SHARE * m.good[best]) and gain >= _GAIN_RATIO * cost
+    cost = m.total(parent) - m.total(best) - gain
+    return gain >= max(_MIN_GAIN, _GAIN_SHARE * m.good(best)) and gain >= _GAIN_RATIO * cost
 
 
 def _selection(root, m: Measures, scores: dict) -> list:
@@ -231,7 +242,7 @@ def _selection(root, m: Measures, scores: dict) -> list:
                 and class_weight(sib) >= 0:
             chosen.append(sib)
         elif sib.tag in ("p", "pre", "blockquote", "ul", "ol", "table", "h2", "h3", "h4") and class_weight(sib) >= 0:
-            own, d = m.total[sib], m.density(sib)
+            own, d = m.total(sib), m.density(sib)
             if sib.tag == "pre" or (own > 80 and d < 0.25) or (0 < own <= 80 and d == 0 and _sentence(sib)):
                 chosen.append(sib)
     return chosen
@@ -290,9 +301,10 @@ def _prune(el, m: Measures, body_chars: int) -> None:
 
 
 def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict) -> bool:
-    total = m.total.get(node)
-    if total is None:
+    found = m.v.get(node)
+    if found is None:
         return False
+    total = found[0]
     weight = class_weight(node)
     if weight < 0 and total < 0.3 * body_chars and not named_against and \
             _group_chars(node, m, groups) < 0.3 * body_chars:
@@ -309,7 +321,7 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
         if density > 0.5 and total < 0.5 * body_chars:
             return True
         return tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
-            m.commas[node] < 5 and total < 0.25 * body_chars
+            found[4] < 5 and total < 0.25 * body_chars
     return tag in ("form", "fieldset", "figcaption", "address")
 
 
@@ -332,7 +344,7 @@ def _group_chars(node, m: Measures, groups: dict) -> int:
     key = (node.getparent(), node.tag, node.get("class"))
     found = groups.get(key)
     if found is None:
-        found = groups[key] = sum(m.total.get(s, 0) for s in key[0] if s.tag == node.tag and s.get("class") == key[2])
+        found = groups[key] = sum(m.total(s) for s in key[0] if s.tag == node.tag and s.get("class") == key[2])
     return found
 
 
@@ -377,16 +389,16 @@ def _is_cjk(body) -> bool:
     return len(_CJK.findall(sample)) > 0.3 * letters
 
 
-def select(root, keep_all: bool = False, title: str | None = None) -> list:
+def select(root, keep_all: bool = False, title: str | None = None, ascii_only: bool = False) -> list:
     """The main-content elements of a prepared tree, in page order, pruned. `keep_all`: the tree is
     a thread region (every post is content): prune only. `title`: the page's title, whose headline
-    is dropped from the text."""
+    is dropped from the text. `ascii_only`: the page's text is ASCII (so not CJK: no need to look)."""
     body = root.find("body") if root.tag == "html" else root
     if body is None:
         body = root
-    m = Measures(body, _is_cjk(body))
+    m = Measures(body, not ascii_only and _is_cjk(body))
     chosen = [body] if keep_all else _selection(body, m, _score_candidates(m))
-    body_chars = sum(m.total.get(el, 0) for el in chosen) or 1
+    body_chars = sum(m.total(el) for el in chosen) or 1
     for el in chosen:
         _prune(el, m, body_chars)
     if title and not keep_all:

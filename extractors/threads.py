@@ -108,14 +108,14 @@ def thread_posts(tree, found: tuple[list, list] | None = None) -> list:
     scoped = classed = None
     if found is not None:
         known: dict = {tree.getroottree().getroot(): True}
-        scoped, classed = ([el for el in els if _in_page(el, known)] for els in found)
+        scoped, classed = ([el for el in els if in_page(el, known)] for els in found)
     posts = _outermost([p for p in _schema_posts(tree, scoped) if _text_len(p) >= _MIN_POST_CHARS])
     if len(posts) >= 2:
         return posts
     return _class_posts(tree, classed)
 
 
-def _in_page(el, known: dict) -> bool:
+def in_page(el, known: dict) -> bool:
     """`el` is still under the page's root (`known` starts with the root: True, and remembers each
     element passed on the way up, so shared ancestors are climbed once). A removed element's
     `getroottree()` can still name the page's document, hence the climb."""
