@@ -85,7 +85,7 @@ class Measures:
         for el in reversed(order):  # every descendant comes before its ancestors
             tag = el.tag
             text = el.text
-            if text:
+            if text and not text.isspace():  # most text between tags is layout whitespace
                 t = len(text.strip()) * w
                 c = text.count(comma) + (text.count("\u3002") if cjk else 0)
             else:
@@ -93,7 +93,7 @@ class Measures:
             o, ol, tl, g = t, 0, 0, 0
             for kid in el:
                 tail = kid.tail
-                if tail:
+                if tail and not tail.isspace():
                     n = len(tail.strip()) * w
                     t += n
                     o += n
