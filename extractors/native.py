@@ -200,24 +200,57 @@ def _top(scores: dict, m: Measures):
         elif _gains(parent, best, m):
             best, parent = parent, parent.getparent()  # the rest of a body split over containers
         else:
-            break
+            found = _gains_beyond(parent, best, m)
+            if found is None:
+                break
+            best, parent = found, found.getparent()
     return best
 
 
-def _gains(parent, best, m: Measures) -> bool:
-    """Going up from `best` to `parent` adds more running text (paragraph text outside links) than
-    other text: the parent holds more of the same body (sections, a second column of paragraphs, the
-    other posts of a thread). Text in blocks named as boilerplate counts against, unless they are
-    named like `best` itself. (Looking further up, past a level that adds little, took in whole
-    sites on the dev pages.)"""
+def _gains_beyond(parent, best, m: Measures):
+    """The first ancestor two or three levels above `best` that gains (`_gains`, counted from `best`)
+    when the levels on the way add little text, and gains at least as much running text again as
+    `best` holds: one entry of a list of documented members, whose next level is the entry's section
+    and its notes, and then the list."""
+    thin = 0.3 * m.total(best)
+    node = parent
+    for _ in range(2):
+        if m.total(node) - m.total(best) > thin:
+            return None
+        up = node.getparent()
+        if up is None or up.tag in ("html", "body") or not m.total(up):
+            return None
+        if _gains(up, best, m) and _gain_of(up, best, m) >= m.good(best):
+            return up
+        node = up
+    return None
+
+
+def _gain_of(top, best, m: Measures) -> int:
+    """The running text that going up from `best` to its ancestor `top` adds, outside blocks named
+    as boilerplate unless they are named like `best`."""
     gain = 0
     same = best.get("class")
-    for sib in parent:
-        if sib is best or not isinstance(sib.tag, str):
-            continue
-        g = m.good(sib)
-        if g and (class_weight(sib) >= 0 or sib.get("class") == same):
-            gain += g
+    node = best
+    while node is not top:
+        parent = node.getparent()
+        for sib in parent:
+            if sib is node or not isinstance(sib.tag, str):
+                continue
+            g = m.good(sib)
+            if g and (class_weight(sib) >= 0 or sib.get("class") == same):
+                gain += g
+        node = parent
+    return gain
+
+
+def _gains(parent, best, m: Measures) -> bool:
+    """Going up from `best` to its ancestor `parent` adds more running text (paragraph text outside
+    links) than other text: the parent holds more of the same body (sections, a second column of
+    paragraphs, the other posts of a thread). Text in blocks named as boilerplate counts against,
+    unless they are named like `best` itself. (Looking further up, past any level that adds little,
+    took in whole sites on the dev pages; `_gains_beyond` looks past thin levels only.)"""
+    gain = _gain_of(parent, best, m)
     cost = m.total(parent) - m.total(best) - gain
     return gain >= max(_MIN_GAIN, _GAIN_SHARE * m.good(best)) and gain >= _GAIN_RATIO * cost
 

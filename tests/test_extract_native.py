@@ -82,3 +82,21 @@ def test_blocks_hidden_by_a_css_framework_class_are_not_text():
     text = native(html)
     assert "Paragraph 3." in text and "donate" not in text and "donation" not in text
     assert "closing paragraph" in text
+
+
+def test_every_entry_of_a_list_of_documented_members_is_kept():
+    # Javadoc's method details: each entry a section (name, signature, comment, notes) in a list
+    # item; the longest comment wins the scoring, and its section and item add little: the list
+    # beyond them holds as much text again.
+    def entry(i, n):
+        body = "".join(f"<p>Entry {i} sentence {k}. {SENT}</p>" for k in range(n))
+        return (f"<li><section class='detail' id='m{i}'><h3>method{i}</h3><div class='member-signature'>"
+                f"public static int method{i}(int x, int y, int z) throws IllegalStateException</div>"
+                f"<div class='block'>{body}</div><dl class='notes'><dt>Parameters:</dt><dd><code>x</code> - "
+                f"the value, an integer that is counted</dd><dt>Returns:</dt><dd>the value plus the index of the "
+                "method</dd></dl></section></li>")
+    html = (f"<html><body>{NAV}<main><section class='method-details'><h2>Method Details</h2>"
+            f"<ul class='member-list'>{entry(0, 5)}{entry(1, 1)}{entry(2, 2)}{entry(3, 1)}</ul></section></main>"
+            "</body></html>")
+    text = native(html)
+    assert all(f"Entry {i} sentence 0." in text for i in range(4)) and "Entry 0 sentence 4." in text
