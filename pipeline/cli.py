@@ -56,7 +56,7 @@ def _engine_options(workers: int, spark_master: Optional[str], ray_address: Opti
 def run(
     recipe: Path = typer.Argument(..., help="Pipeline recipe (YAML)"),
     engine: Optional[str] = typer.Option(None, "--engine", "-e", help="local, spark or ray (overrides the recipe)"),
-    workdir: Optional[Path] = typer.Option(None, "--workdir", "-w", help="Where stage outputs go; default: the recipe's `workdir:` (relative to the recipe file), else runs/<name> (relative to here)"),
+    workdir: Optional[str] = typer.Option(None, "--workdir", "-w", help="Where stage outputs go (a folder, or a URL such as s3://bucket/runs/x); default: the recipe's `workdir:` (relative to the recipe file), else runs/<name> (relative to here)"),
     start: Optional[str] = typer.Option(None, "--from", help="Re-run this stage and everything downstream of it"),
     until: Optional[str] = typer.Option(None, "--until", help="Stop after this stage (runs only what it needs)"),
     workers: int = typer.Option(0, "--workers", help="Parallel tasks; 0 = all cores"),
@@ -81,7 +81,9 @@ def run(
     problems = preflight(parsed)  # fail before the first stage, not after running the others
     if problems:
         raise UserError(f"{recipe}: {problems[0]}")
-    root = Path(workdir or parsed.workdir)
+    from .storage import as_path
+
+    root = as_path(workdir or parsed.workdir)
     if dry_run:
         from .runner import dry_run as plan
 

@@ -61,7 +61,7 @@ def resolve_path_params(params: dict, names: Iterable[str], base: Path) -> dict:
         value = out.get(name)
         if value is None:
             continue
-        fix = lambda p: p if os.path.isabs(os.path.expanduser(p)) else str(base / p)  # noqa: E731
+        fix = lambda p: p if "://" in p or os.path.isabs(os.path.expanduser(p)) else str(base / p)  # noqa: E731
         out[name] = [fix(v) for v in ([value] if isinstance(value, str) else value)] if name == "paths" else fix(value)
     return out
 
