@@ -61,8 +61,15 @@ def as_path(value: str | os.PathLike | Any):
         return Path(text[len("file://"):])
     if "://" not in text:
         return Path(text)
+    import fsspec
     from upath import UPath
 
+    try:
+        fsspec.get_filesystem_class(text.split("://", 1)[0])
+    except (ImportError, ValueError) as exc:  # no such protocol, or its backend (s3fs, gcsfs ...) missing
+        from .errors import UserError
+
+        raise UserError(f"{text}: {str(exc).splitlines()[0]}") from None
     return UPath(text, use_listings_cache=False)
 
 
