@@ -251,7 +251,7 @@ def local_copy(path, suffix_from: str | None = None) -> Iterator[Path]:
     if not is_remote(path):
         yield path
         return
-    folder = Path(tempfile.mkdtemp(prefix="assay-in-"))
+    folder = staging_dir("assay-in-")
     try:
         target = folder / (suffix_from or path.name)
         fs = fs_of(path)
@@ -349,7 +349,8 @@ def rmtree(path) -> None:
 
 
 def staging_dir(prefix: str = "assay-out-") -> Path:
-    """A local folder for files on their way to a remote output (removed by the caller)."""
+    """A local folder for files on their way to or from a store (removed by the caller): below
+    ASSAY_STAGING when set (a worker's own scratch disk), else the system temp folder."""
     root = os.environ.get("ASSAY_STAGING") or None
     if root:
         os.makedirs(root, exist_ok=True)
