@@ -243,6 +243,14 @@ def remote_digest(path) -> str:
     return f"{protocol(path)}:{str(tag).strip(chr(34))}:{info.get('size')}"
 
 
+def file_version(path) -> Any:
+    """What changes when a file is rewritten: its mtime (local) or its ETag and size (a store)."""
+    path = as_path(path)
+    if is_remote(path):
+        return remote_digest(path)
+    return path.stat().st_mtime_ns
+
+
 @contextmanager
 def local_copy(path, suffix_from: str | None = None) -> Iterator[Path]:
     """A local file holding the bytes at `path`: the path itself when local, else a temporary download

@@ -18,7 +18,7 @@ from conftest import DEMO_RECIPE, LOCAL_OPTIONS, SAMPLE
 from test_pipeline_cluster import CLUSTER_UNTIL, free_port, start, stop, wait_for_port
 from test_storage_s3 import INPUT_FOLDERS, assay, data_files, local_files, objects, s3_recipe, upload
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]  # 2.5 min each on 2 cores: make test-all
 BIN = Path(sys.executable).parent
 
 

@@ -236,3 +236,30 @@ def test_map_stage_reads_and_writes_s3_with_shared_values(s3, tmp_path):
 
         fs.pipe_file(f"{s3.current_bucket}/input/stray.txt", b"x")
         check_output(remote_in)
+
+
+def test_mixture_and_training_run_on_s3(s3, tmp_path):
+    """`mix build` reading its sources from S3 and writing OUT there gives the local build's token
+    shards byte for byte; a training run reads that mixture through the local cache and writes its
+    checkpoints, metrics and summary to S3."""
+    from assay.mixer.build import build
+    from assay.mixer.recipe import parse_mixture
+    from assay.mixer.tokenizer import train_bpe
+
+    from mixer_corpus import documents, mixture_data, write_corpus
+
+    fs = s3.filesystem()
+    docs = documents()
+    train_bpe([d["text"] for d in docs], 600).save(str(tmp_path / "tokenizer.json"))
+    write_corpus(tmp_path / "docs", docs)
+    remote_docs = f"s3://{s3.current_bucket}/docs"
+    write_corpus(remote_docs, docs)
+    local_mix = parse_mixture(mixture_data(tmp_path / "docs", tmp_path / "tokenizer.json"), tmp_path / "mix.yaml")
+    remote_mix = parse_mixture(mixture_data(remote_docs, tmp_path / "tokenizer.json"), tmp_path / "mix.yaml")
+    build(local_mix, tmp_path / "mix", log=lambda *_: None)
+    build(remote_mix, f"s3://{s3.current_bucket}/mix", log=lambda *_: None)
+    stored = objects(fs, f"{s3.current_bucket}/mix")
+    local = local_files(tmp_path / "mix")
+    stage_files = [k for k in local if k.split("/", 1)[0] in {s.id for s in local_mix.stages}
+                   and k.rsplit("/", 1)[-1].startswith("part-") and not k.endswith(".json")]  # data, not markers
+    assert stage_files and {k: stored.get(k) for k in stage_files} == {k: local[k] for k in stage_files}
