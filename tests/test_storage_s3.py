@@ -263,3 +263,22 @@ def test_mixture_and_training_run_on_s3(s3, tmp_path):
     stage_files = [k for k in local if k.split("/", 1)[0] in {s.id for s in local_mix.stages}
                    and k.rsplit("/", 1)[-1].startswith("part-") and not k.endswith(".json")]  # data, not markers
     assert stage_files and {k: stored.get(k) for k in stage_files} == {k: local[k] for k in stage_files}
+    # A training run reading the S3 mixture (through the local cache) and writing to S3 trains exactly
+    # as the local one does.
+    from assay.trainer.config import parse_train_config
+    from assay.trainer.train import train
+
+    stage = local_mix.stages[0].id
+    summaries = {}
+    for where, data, out in (("local", tmp_path / "mix" / stage, tmp_path / "run"),
+                             ("s3", f"s3://{s3.current_bucket}/mix/{stage}", f"s3://{s3.current_bucket}/run")):
+        cfg = parse_train_config({
+            "name": "s3-run", "seed": 1, "tokens": 4 * 2 * 256, "threads": 1, "checkpoint_every": 2,
+            "model": {"d_model": 32, "n_layers": 1, "n_heads": 4, "n_kv_heads": 2},
+            "moe": {"num_experts": 2, "top_k": 1, "expert_hidden": 32, "n_shared": 1},
+            "data": {"train": str(data), "batch_size": 2}, "optim": {"lr": 3e-3}, "log": {"every": 1}})
+        summaries[where] = train(cfg, out, log=lambda *_: None, report=False)
+    assert summaries["s3"]["final_loss"] == summaries["local"]["final_loss"] is not None
+    run = objects(fs, f"{s3.current_bucket}/run")
+    assert [k for k in run if k.startswith("checkpoints/step-")] and "summary.json" in run
+    assert len(run["metrics.jsonl"].splitlines()) == len((tmp_path / "run" / "metrics.jsonl").read_bytes().splitlines())
