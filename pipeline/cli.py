@@ -231,8 +231,8 @@ def inspect(
 
 @app.command()
 def export(
-    dataset: Path = typer.Argument(..., help="A dataset directory"),
-    out: Path = typer.Argument(..., help="Output file: .jsonl, .jsonl.gz, .jsonl.zst or .parquet (one file)"),
+    dataset: str = typer.Argument(..., help="A dataset directory (or URL)"),
+    out: str = typer.Argument(..., help="Output file (or URL): .jsonl, .jsonl.gz, .jsonl.zst or .parquet (one file)"),
     rejects: bool = typer.Option(False, "--rejects", help="Export the rejected rows instead of the kept ones"),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it is a file this command wrote before"),
 ) -> None:

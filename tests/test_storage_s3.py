@@ -18,6 +18,7 @@ from assay.pipeline import storage
 from assay.pipeline.dataset import Lease, OutputBusy, OutputRefused, write_table
 from assay.pipeline.recipe import load_recipe
 from assay.pipeline.runner import run_recipe
+from assay.pipeline.stage import MapStage
 
 from conftest import DEMO_CORE_UNTIL, DEMO_RECIPE, LOCAL_OPTIONS, SAMPLE
 
@@ -214,9 +215,9 @@ def test_lease_without_conditional_writes(s3, monkeypatch):
     assert not storage.exists(root / "_lease.json")
 
 
-def test_map_stage_reads_and_writes_s3_with_shared_values(s3, tmp_path):
-    """A stage reading a dataset on S3 and writing to S3 (values shared by the driver go through
-    the store too); the output equals the local run's bytes."""
+def test_map_stage_and_export_on_s3(s3, tmp_path):
+    """A stage reading a dataset on S3 and writing to S3 gives the local run's bytes; `assay export`
+    reads it there and writes its file there (not over an existing one)."""
     import pyarrow as pa
 
     table = pa.table({"id": [f"d{i}" for i in range(40)], "text": [f"text {i} " * (i + 1) for i in range(40)]})
@@ -229,6 +230,12 @@ def test_map_stage_reads_and_writes_s3_with_shared_values(s3, tmp_path):
     assert local.returncode == 0, local.stderr
     fs = s3.filesystem()
     assert data_files(objects(fs, f"{s3.current_bucket}/out")) == data_files(local_files(tmp_path / "out"))
+    exported = assay("export", f"s3://{s3.current_bucket}/out", f"s3://{s3.current_bucket}/export/out.jsonl")
+    assert exported.returncode == 0, exported.stderr
+    assert assay("export", str(tmp_path / "out"), str(tmp_path / "out.jsonl")).returncode == 0
+    assert fs.cat_file(f"{s3.current_bucket}/export/out.jsonl") == (tmp_path / "out.jsonl").read_bytes()
+    again = assay("export", f"s3://{s3.current_bucket}/out", f"s3://{s3.current_bucket}/export/out.jsonl")
+    assert again.returncode == 2 and "refusing to overwrite" in again.stderr
     refused = assay("filter", "length", remote_in, remote_in + "/nested")
     assert refused.returncode == 2 and "inside the input" in refused.stderr, refused.stderr
     with pytest.raises(OutputRefused):
@@ -282,3 +289,51 @@ def test_mixture_and_training_run_on_s3(s3, tmp_path):
     run = objects(fs, f"{s3.current_bucket}/run")
     assert [k for k in run if k.startswith("checkpoints/step-")] and "summary.json" in run
     assert len(run["metrics.jsonl"].splitlines()) == len((tmp_path / "run" / "metrics.jsonl").read_bytes().splitlines())
+
+
+def test_request_cache_on_s3_shared_between_processes(s3, tmp_path, monkeypatch):
+    """A request cache on S3: answers one process stored are hits in another (another host, with its
+    own local mirror)."""
+    root = f"s3://{s3.current_bucket}/cache"
+    writer = subprocess.run([sys.executable, "-c", (
+        "import sys; from assay.pipeline.service import RequestCache\n"
+        "c = RequestCache(sys.argv[1])\n"
+        "for i in range(20): c.put(c.key({'q': i}), {'q': i}, {'a': i * i})\n"
+        "c.flush()\n"), root], capture_output=True, text=True, env=dict(os.environ, ASSAY_CACHE=str(tmp_path / "a")))
+    assert writer.returncode == 0, writer.stderr
+    monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "b"))  # another host's local mirror
+    from assay.pipeline.service import RequestCache
+
+    cache = RequestCache(root)
+    assert [cache.get(cache.key({"q": i})) for i in range(20)] == [{"a": i * i} for i in range(20)]
+    assert cache.get(cache.key({"q": 99})) is None
+    fs = s3.filesystem()
+    journal = fs.find(f"{s3.current_bucket}/cache/journal")[0]
+    assert not [k for k in fs.find(f"{s3.current_bucket}/cache") if s3.secret_key in fs.cat_file(k).decode()]
+    assert journal.endswith(".jsonl")
+
+
+def test_shared_values_go_through_the_store(s3):
+    """What prepare() builds on the driver is published in the output's scratch folder on S3 and
+    loaded by a worker's copy of the stage from there (no shared disk needed)."""
+    import pickle
+
+    stage = Shares()
+    scratch = storage.as_path(f"s3://{s3.current_bucket}/out/_scratch")
+    stage.share(scratch)
+    assert storage.exists(scratch / "shared-test.shares.npz")
+    worker = pickle.loads(pickle.dumps(stage))
+    assert worker.vocab is None
+    worker.ensure_setup()
+    assert worker.vocab == {"alpha": 1, "beta": 2}
+
+
+class Shares(MapStage):
+    """A stage whose driver builds a value that every worker loads (like semantic.decontam's index)."""
+
+    name = "test.shares"
+    shared = ("vocab",)
+    vocab = None
+
+    def prepare(self) -> None:
+        self.vocab = {"alpha": 1, "beta": 2}
