@@ -253,8 +253,8 @@ def export(
 
 @app.command()
 def report(
-    run_dir: Path = typer.Argument(..., help="A run's workdir (holds one dataset per stage)"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output HTML (default RUN_DIR/report.html)"),
+    run_dir: str = typer.Argument(..., help="A run's workdir (holds one dataset per stage; a folder or a URL)"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Output HTML (default RUN_DIR/report.html)"),
 ) -> None:
     """Write a self-contained HTML report: funnel, rejects by reason, timings, and stage sections.
 
@@ -264,7 +264,9 @@ def report(
     """
     from .report import write_report
 
-    if not run_dir.is_dir():
+    from .storage import is_dir
+
+    if not is_dir(run_dir):
         raise UserError(f"{run_dir}: no such run directory")
     typer.echo(f"report: {write_report(run_dir, out)}")
 

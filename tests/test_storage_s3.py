@@ -90,10 +90,11 @@ def test_demo_core_on_s3_same_bytes_as_local_disk(s3, sample_on_s3, local_core, 
     fs = s3.filesystem()
     workdir = f"s3://{s3.current_bucket}/runs/demo"
     recipe = s3_recipe(tmp_path, sample_on_s3)
-    result = assay("run", str(recipe), "--workdir", workdir, "--no-report", "--until", DEMO_CORE_UNTIL,
-                   "--workers", "2")
+    result = assay("run", str(recipe), "--workdir", workdir, "--until", DEMO_CORE_UNTIL, "--workers", "2")
     assert result.returncode == 0, result.stdout + result.stderr
     stored = objects(fs, f"{s3.current_bucket}/runs/demo")
+    report = stored.pop("report.html").decode()  # rendered from the manifests on S3, uploaded beside them
+    assert "Assay report: demo" in report and workdir in report and "exact_dedup" in report
     ours, ref = data_files(stored), data_files(local_files(local_core))
     assert sorted(ours) == sorted(ref)
     assert [k for k in ref if ours[k] != ref[k]] == []
