@@ -802,6 +802,8 @@ class Lease:
         payload = json.dumps(self.record).encode()
         if storage.supports_conditional(self.path):
             self._etag = storage.put_if(self.path, payload, expected) or storage.read_with_tag(self.path)[1]
+            if not self.ours():  # a store that ignores the condition (older S3 clones): caught here at least
+                raise storage.Conflict(f"{self.path}: another writer's lease replaced ours")
             return
         storage.put_bytes(self.path, payload)
         import time
