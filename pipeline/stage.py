@@ -569,7 +569,9 @@ class PartialWriter:
     def __init__(self, out_root: Path, index: int):
         from .dataset import Counts, ShardFiles
 
-        self.root = Path(out_root) / "_fit"
+        from . import storage
+
+        self.root = storage.as_path(out_root) / "_fit"
         self.files = ShardFiles(self.root, index)
         self.counts = Counts()
         self.state: Any = None
