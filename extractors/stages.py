@@ -167,7 +167,8 @@ class ExtractHtmlFiles(_HtmlExtracting, FileReader):
 
     def read_file(self, path: str) -> Iterator[pa.Table]:
         buf = DocBuffer(self.source_for(path))
-        with buf.guard(path, "corrupt_file"):
+        name = self.name_of(path)  # the file as rows name it (the same on local disk or a store)
+        with buf.guard(name, "corrupt_file"):
             ahead, self._ahead = self._ahead, None
             if ahead is not None and ahead[0] == path:
                 data, item = ahead[1], ahead[2]  # read, scanned and (normally) handed over already
@@ -181,7 +182,7 @@ class ExtractHtmlFiles(_HtmlExtracting, FileReader):
                 if self._ahead is not None:
                     dog.submit(self._ahead[2])  # queued: the child starts it as soon as this page is done
             extracted = self.extract(data, None, item)
-            self.add_result(buf, extracted, data, _page_url(data), path, {"path": path})
+            self.add_result(buf, extracted, data, _page_url(data), name, {"path": name})
         yield buf.take()
 
     def _read_ahead(self, path: str | None) -> tuple[str, bytes, dict] | None:
@@ -262,16 +263,17 @@ class ExtractWarc(_HtmlExtracting, FileReader):
 
         p = self.params
         buf = DocBuffer(self.source_for(path))
+        name = self.name_of(path)  # the file as rows name it (the same on local disk or a store)
         for rec in iter_warc(path, max_bytes=p.max_bytes):
-            where = rec.url or f"{path}@{rec.offset}"
+            where = rec.url or f"{name}@{rec.offset}"
             if isinstance(rec, WarcReject):
                 buf.reject(rec.reason, rec.detail, where=where,
-                           meta={"path": path, "warc_record_id": rec.record_id, "warc_offset": rec.offset})
+                           meta={"path": name, "warc_record_id": rec.record_id, "warc_offset": rec.offset})
             else:
-                meta = {"path": path, "warc_record_id": rec.record_id, "warc_date": rec.date,
+                meta = {"path": name, "warc_record_id": rec.record_id, "warc_date": rec.date,
                         "warc_offset": rec.offset, "http_status": rec.status}
                 with buf.guard(where, "extract_error", meta=meta):
-                    self._add_response(buf, rec, path, meta)
+                    self._add_response(buf, rec, name, meta)
             if buf.full():
                 yield buf.take()
         yield buf.take()
