@@ -47,6 +47,35 @@ def expand_paths(patterns: Iterable[str] | str) -> list[str]:
     return sorted(os.path.abspath(f) for f in found)
 
 
+def link_outside(path: str, patterns: Iterable[str]) -> str | None:
+    """Where `path` really is, when a symbolic link takes it out of the folder that the pattern which
+    found it walks (a directory, or a glob's part before its first wildcard); None when it stays
+    inside, or when a pattern names the file itself (the user asked for exactly that file)."""
+    path = os.path.abspath(path)
+    real = os.path.realpath(path)
+    escaped = False
+    for pattern in patterns:
+        pattern = os.path.abspath(os.path.expanduser(str(pattern)))
+        if glob.has_magic(pattern):
+            parts = pattern.split(os.sep)
+            base = os.sep.join(parts[:next(i for i, part in enumerate(parts) if glob.has_magic(part))]) or os.sep
+        elif os.path.isdir(pattern):
+            base = pattern
+        elif pattern == path:
+            return None
+        else:
+            continue
+        if _within(path, base):
+            if _within(real, os.path.realpath(base)):
+                return None
+            escaped = True
+    return real if escaped else None
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def resolve_path_params(params: dict, names: Iterable[str], base: Path) -> dict:
     """Make the path-valued params absolute against `base` (lists of paths included)."""
     out = dict(params)
