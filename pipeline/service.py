@@ -7,7 +7,7 @@ What every such stage needs and none should write again:
 * transient vs permanent: a call still failing transiently after its retries leaves the shard
   unfinished (the task fails, nothing is committed, a rerun resumes); a permanent failure (4xx, a
   response the stage cannot use) rejects the row with a reason;
-* a persistent request cache keyed by the request itself: every answer is stored the moment it
+* a persistent request cache keyed by the request and what answers it (`cache_namespace`): every answer is stored the moment it
   arrives, so a rerun (after a kill, a transient failure, or a change downstream) never pays twice.
   Answers stored during an unfinished shard are the checkpoints inside it;
 * statistics: calls, cache hits, retries, failures, and token counts and cost from `usage`.
@@ -90,9 +90,11 @@ class RequestCache:
         return json.dumps(request, sort_keys=True, ensure_ascii=False)
 
     @staticmethod
-    def key(request: Any, canonical: str | None = None) -> str:
+    def key(request: Any, canonical: str | None = None, namespace: str = "") -> str:
+        """SHA-256 of the request, and of what answers it (`namespace`: the backend's identity), so
+        two backends never share an answer."""
         text = RequestCache.canonical(request) if canonical is None else canonical
-        return hashlib.sha256(text.encode()).hexdigest()
+        return hashlib.sha256((f"{namespace}\n{text}" if namespace else text).encode()).hexdigest()
 
     def get(self, key: str) -> Any | None:
         return self._journal.get(key)
@@ -286,6 +288,12 @@ class ServiceStage(MapStage):
     def request(self, row: dict) -> Any | None:
         raise NotImplementedError
 
+    def cache_namespace(self) -> str:
+        """What answers the requests, as part of every cache key (a server's address and model, a
+        local model's weights): the same request to another backend is another entry. Called after
+        setup()."""
+        return ""
+
     def call(self, request: Any) -> Any:
         raise NotImplementedError
 
@@ -309,7 +317,9 @@ class ServiceStage(MapStage):
     def _answer(self, request: Any) -> tuple[Any, str]:
         """(response or PermanentError, how it was obtained)."""
         canonical = self.cache.canonical(request)
-        key = self.cache.key(request, canonical)
+        if getattr(self, "_namespace", None) is None:
+            self._namespace = self.cache_namespace()
+        key = self.cache.key(request, canonical, self._namespace)
         cached = self.cache.get(key)
         if cached is not None:
             return cached, "cache"

@@ -85,6 +85,9 @@ class LLMStage(ServiceStage):
     def call(self, request: Any) -> Any:
         return self.backend.chat(request)
 
+    def cache_namespace(self) -> str:
+        return self.backend.identity()
+
     def chat_request(self, messages: list[dict], candidate: int, **overrides) -> dict:
         p = self.params
         request = {"model": p.model, "messages": messages, "temperature": p.temperature, "top_p": p.top_p,
