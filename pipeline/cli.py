@@ -2,6 +2,8 @@
 sub-command per registered stage (`filter.length` becomes `assay filter length IN... OUT`)."""
 from __future__ import annotations
 
+import errno
+import os
 import sys
 import types
 import typing
@@ -120,7 +122,7 @@ def stages(name: Optional[str] = typer.Argument(None, help="Show one stage in fu
 
     import inspect as inspect_module
 
-    from .stage import registry, resolve_stage
+    from .stage import _ALIASES, registry, resolve_stage
 
     console = Console()
     if name:
@@ -130,7 +132,8 @@ def stages(name: Optional[str] = typer.Argument(None, help="Show one stage in fu
             from .recipe import _uses_error
 
             raise UserError(_uses_error(exc)) from None
-        console.print(f"[bold]{cls.name}[/bold] ({cls.kind} stage, {cls.cardinality}, writes {cls.output_kind})\n")
+        alias = f"; {name} is an alias of {cls.name}" if _ALIASES.get(name) == cls.name else ""
+        console.print(f"[bold]{cls.name}[/bold] ({cls.kind} stage, {cls.cardinality}, writes {cls.output_kind}{alias})\n")
         console.print(inspect_module.cleandoc(cls.__doc__ or "") + "\n")
         columns = {**cls.columns, **cls.lineage_columns()}
         if columns:
@@ -150,6 +153,10 @@ def stages(name: Optional[str] = typer.Argument(None, help="Show one stage in fu
     for sname, cls in registry().items():
         table.add_row(sname, cls.kind, ", ".join(cls.columns), _first_sentence(cls.__doc__ or ""))
     console.print(table)
+    old_names = sorted(_ALIASES.items())
+    if old_names:
+        console.print("Aliases (old names recipes may still use): "
+                      + ", ".join(f"{old} = {new}" for old, new in old_names))
 
 
 @app.command()
@@ -285,8 +292,10 @@ def _click_type(annotation: Any) -> tuple[Any, bool, bool]:
         return _click_type(args[0])
     if origin is typing.Literal:
         return click.Choice([str(a) for a in typing.get_args(annotation)]), False, False
-    if origin is list and args and args[0] in (str, int, float):
-        return args[0], True, False
+    if origin is list and len(args) == 1:  # a repeatable option: `--types email --types phone`
+        inner, multiple, _ = _click_type(args[0])
+        if inner is not None and not multiple:
+            return inner, True, False
     if annotation is bool:
         return bool, False, True
     if annotation in (str, int, float):
@@ -529,6 +538,11 @@ def run_cli(cli: click.Group, argv: list[str] | None = None) -> int:
         return _error(_usage_message(exc), 2 if isinstance(exc, _USAGE_ERRORS) else exc.exit_code or 1, verbosity())
     except _user_errors() as exc:
         return _error(str(exc), 2, verbosity())
+    except OSError as exc:  # what the machine refuses (a full disk, a size limit) is the user's to fix
+        message = _machine_refused(exc)
+        if message is None:
+            raise
+        return _error(message, 2, verbosity())
 
 
 def _interrupted() -> int:
@@ -538,6 +552,29 @@ def _interrupted() -> int:
     name = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
     click.echo(f"interrupted{name}: stopped; rerun the same command to resume", err=True)
     return 128 + signum
+
+
+# errno -> what to do about it, for the OS errors that are the machine's answer, not a bug of Assay.
+_REFUSALS = {
+    errno.ENOSPC: "free some space or write elsewhere",
+    errno.EDQUOT: "free some of your quota or write elsewhere",
+    errno.EFBIG: "a file outgrew the file-size limit (ulimit -f) or what the file system allows",
+    errno.EROFS: "write the output somewhere writable",
+    errno.EACCES: "check the permissions of the output (or input) folder",
+}
+
+
+def _machine_refused(exc: BaseException) -> str | None:
+    """One line for an OSError that says the disk is full, a limit was reached or a place is not
+    writable (raised here or in a worker, possibly as the cause of another error); None otherwise."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _REFUSALS:
+            where = f"{exc.filename}: " if exc.filename else ""
+            return f"{where}{os.strerror(exc.errno)}: {_REFUSALS[exc.errno]}; rerun the same command to resume"
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _error(message: str, code: int, verbose: int) -> int:

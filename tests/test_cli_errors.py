@@ -97,3 +97,71 @@ def test_interrupt_exits_130_and_terminate_143_with_one_line(tmp_path, sig, code
     assert len(lines) == 1 and lines[0].startswith("interrupted") and "Traceback" not in err, err
     _, alive = psutil.wait_procs(children, timeout=10)
     assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+
+
+# ---- what the machine refuses: one line, exit 2 ------------------------------------------------------
+
+def _random_jsonl(path: Path, rows: int = 2000) -> None:
+    import random
+    import string
+
+    rng = random.Random(1)  # incompressible text: the output really takes space
+    path.write_text("".join(json.dumps({"text": "".join(rng.choice(string.ascii_letters) for _ in range(500))}) + "\n"
+                            for _ in range(rows)))
+
+
+def _in_small_mounts(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
+    """Run `script` with a 256 KiB tmpfs at $FULL and a read-only one at $RO, in a private mount
+    namespace (a user namespace too, so it needs no root)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux) for private tmpfs mounts")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "ro").mkdir()
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode:
+        pytest.skip(f"user namespaces are off here: {probe.stderr.decode().strip()}")
+    wrapped = (f"mount -t tmpfs -o size=256k tmpfs {tmp_path / 'full'} && mount -t tmpfs -o ro tmpfs {tmp_path / 'ro'}"
+               f" && {script}")
+    return subprocess.run(["unshare", "-rm", "sh", "-c", wrapped], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "FULL": str(tmp_path / "full"), "RO": str(tmp_path / "ro")})
+
+
+@pytest.mark.parametrize("where,words", [("$FULL/out", ["No space left on device"]),
+                                         ("$RO/out", ["Read-only file system"])])
+def test_disk_full_and_read_only_output_are_one_line(tmp_path, where, words):
+    _random_jsonl(tmp_path / "in.jsonl")
+    cmd = " ".join(ASSAY) + f" read jsonl {tmp_path / 'in.jsonl'} {where} --workers 1"
+    result = _in_small_mounts(tmp_path, cmd)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.stderr, result.stderr
+    assert all(w in lines[0] for w in words), lines[0]
+
+
+def test_file_size_limit_is_one_line(tmp_path):
+    _random_jsonl(tmp_path / "in.jsonl")
+    cmd = " ".join(ASSAY) + f" read jsonl {tmp_path / 'in.jsonl'} {tmp_path / 'out'} --workers 1"
+    result = subprocess.run(["sh", "-c", f"ulimit -f 200; exec {cmd}"], capture_output=True, text=True, timeout=300)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and "File too large" in lines[0] and "ulimit -f" in lines[0]
+
+
+def test_stage_id_dot_or_dotdot_is_refused_before_any_stage_runs(tmp_path):
+    (tmp_path / "in.jsonl").write_text(json.dumps({"text": "some text here"}) + "\n")
+    for bad in (".", ".."):
+        (tmp_path / "r.yaml").write_text(f"""
+name: dots
+inputs:
+  raw: {{uses: read.jsonl, params: {{paths: [in.jsonl]}}}}
+stages:
+  - {{id: fine, uses: filter.length, inputs: [raw]}}
+  - {{id: "{bad}", uses: filter.length, inputs: [fine]}}
+""")
+        for command in ("validate", "run"):
+            result = assay(command, str(tmp_path / "r.yaml"), *(["--workdir", str(tmp_path / "w")] if command == "run" else []))
+            assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+            assert f"id {bad!r}" in result.stderr or f"'{bad}'" in result.stderr, result.stderr
+        assert not (tmp_path / "w").exists()  # nothing ran, not even the reader
