@@ -185,9 +185,6 @@ class Mixture(Strict):
         path = Path(self.tokenizer.path)
         return path if path.is_absolute() or self._base_dir is None else self._base_dir / path
 
-    def default_workdir(self) -> Path:
-        return Path(self.workdir) if self.workdir else Path("runs") / "mix" / self.name
-
 
 # ---- loading with one-line errors ----------------------------------------------------------------
 
