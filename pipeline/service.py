@@ -372,6 +372,38 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+class CallProgress:
+    """A line every `ASSAY_PROGRESS_S` seconds (default 15) under `assay -v` while a batch's calls come
+    back: one shard of an LLM stage can take many minutes, and progress counted in shards stays still
+    until it ends. Written by the worker itself (engines relay only finished shards)."""
+
+    def __init__(self, stage_id: str, total: int, unit: str = "calls"):
+        from .logs import verbosity
+
+        self.stage_id, self.total, self.unit, self.done, self.cached = stage_id, total, unit, 0, 0
+        self.every = float(os.environ.get("ASSAY_PROGRESS_S", "15"))
+        self.on = verbosity() >= 1 and total > 0
+        self.started = self.shown = time.monotonic()
+        self.lock = threading.Lock()
+
+    def tick(self, how: str) -> None:
+        if not self.on:
+            return
+        with self.lock:
+            self.done += 1
+            self.cached += how == "cache"
+            now = time.monotonic()
+            if now - self.shown < self.every and self.done < self.total:
+                return
+            self.shown = now
+            rate = self.done / max(now - self.started, 1e-6)
+            line = (f"{time.strftime('%H:%M:%S')} assay INFO: {self.stage_id}: {self.done:,}/{self.total:,} {self.unit} of "
+                    f"this batch ({self.cached:,} from the cache), {rate:.1f}/s, eta {(self.total - self.done) / rate:.0f}s")
+        import sys
+
+        print(line, file=sys.stderr, flush=True)
+
+
 def default_cache_dir() -> Path:
     return Path(os.environ.get("ASSAY_CACHE", Path.home() / ".cache" / "assay")) / "requests"
 
@@ -439,9 +471,16 @@ class ServiceStage(MapStage):
         requests = [self.request(row) for row in rows]
         todo = [i for i, r in enumerate(requests) if r is not None]
         answers: dict[int, tuple[Any, str]] = {}
+        progress = CallProgress(self.stage_id, len(todo))
+
+        def answer(request: Any) -> tuple[Any, str]:
+            got = self._answer(request)
+            progress.tick(got[1])
+            return got
+
         with ThreadPoolExecutor(max_workers=self.params.concurrency) as pool:
-            for i, answer in zip(todo, pool.map(self._answer, [requests[i] for i in todo])):
-                answers[i] = answer
+            for i, got in zip(todo, pool.map(answer, [requests[i] for i in todo])):
+                answers[i] = got
         values: dict[str, list] = {name: [None] * len(rows) for name in self.columns}
         reasons: list[str | None] = [None] * len(rows)
         details: list[str | None] = [None] * len(rows)
