@@ -565,11 +565,14 @@ _REFUSALS = {
 
 
 def _machine_refused(exc: BaseException) -> str | None:
-    """One line for an OSError that says the disk is full, a limit was reached or a place is not
-    writable (raised here or in a worker, possibly as the cause of another error); None otherwise."""
+    """One line for an OSError that says the disk is full, a limit was reached, a place is not
+    writable or a cluster cannot be reached (raised here or in a worker, possibly as the cause of
+    another error); None otherwise."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
+        if isinstance(exc, ConnectionError):  # a cluster or server that is not there (or went away)
+            return f"{exc.strerror or exc}: check the address, and that it is up and reachable from here"
         if isinstance(exc, OSError) and exc.errno in _REFUSALS:
             where = f"{exc.filename}: " if exc.filename else ""
             return f"{where}{os.strerror(exc.errno)}: {_REFUSALS[exc.errno]}; rerun the same command to resume"

@@ -70,7 +70,8 @@ def served(workspace):
     """The documented `assay serve --port 8000 &`, on a free port; every line that names the
     documented address talks to it."""
     port = str(_free_port())
-    workspace.substitutions = {f"--port {DOCUMENTED_PORT}": f"--port {port}", f"127.0.0.1:{DOCUMENTED_PORT}": f"127.0.0.1:{port}"}
+    workspace.substitutions.update({f"--port {DOCUMENTED_PORT}": f"--port {port}",
+                                    f"127.0.0.1:{DOCUMENTED_PORT}": f"127.0.0.1:{port}"})
     proc, where = workspace.start(SERVE[0])
     deadline = time.time() + 300
     while time.time() < deadline:
@@ -87,8 +88,8 @@ def served(workspace):
     proc.wait(timeout=60)
 
 
-def check(workspace: Workspace, example: Example) -> None:
-    result, where, outputs = workspace.run(example)
+def check(workspace: Workspace, example: Example, timeout: float = 600) -> None:
+    result, where, outputs = workspace.run(example, timeout)
     shown = f"{example.origin}: {example.line}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
     assert result.returncode == 0, shown
     assert result.stdout.strip(), shown
@@ -134,7 +135,7 @@ def test_slow_examples(slow_inputs, served, example):
     workspace = slow_inputs
     if example.line.startswith("assay eval ") and "runs/tiny" not in workspace.entries:
         train = next(e for e in ALL if e.line.startswith("assay train "))  # the proxy it evaluates, as documented
-        result, where, _ = workspace.run(train)
+        result, where, _ = workspace.run(train, 1800)
         assert result.returncode == 0, result.stderr
         workspace.add("runs/tiny", where / "runs" / "tiny")
-    check(workspace, example)
+    check(workspace, example, 1800)  # the whole demo on Spark takes minutes on two cores
