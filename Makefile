@@ -47,7 +47,8 @@ demo: setup
 
 # Exit code 5 means pytest collected no tests: that is a failure here, never a silent pass.
 # `slow` marks statistical checks that benchmarks/ repeat at full size (the trainer's known-order
-# ablation): `make test-all` runs them too.
+# ablation) and the documented command lines that take minutes (the demo on Spark and Ray, proxy
+# training, LLM generation on CPU): `make test-all` runs them too.
 # Two pytest processes, a test file to each at a time (`--dist loadfile`): a file's module fixtures are
 # built once, and much of the suite waits on JVMs, Ray and subprocesses rather than computing.
 test: check-java

@@ -36,7 +36,9 @@ def _plots(sizes: Counter, rates: dict[str, tuple[int, int]], title: str) -> str
 
     from assay.pipeline.report import img
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6))
+    # Constrained layout makes room for the long source names and keeps the stage's title above both
+    # panels' own titles (tight_layout ignores a suptitle, which then sat on them).
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 1.6 + 0.35 * max(len(rates), 4)), layout="constrained")
     xs = sorted(sizes)
     ax1.bar([str(x) if x < 10 else f"{x}" for x in xs], [sizes[x] for x in xs], color="#4c72b0")
     ax1.set_yscale("log")

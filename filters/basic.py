@@ -23,7 +23,7 @@ class NormalizeParams(Params):
 class NormalizeUnicode(MapStage):
     """Normalise text to one Unicode form, remove invisible control characters, tidy whitespace.
 
-    Example: assay normalize unicode in/ out/ --form NFKC
+    Example: assay filter unicode in/ out/ --form NFKC
     """
 
     Params = NormalizeParams

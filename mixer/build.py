@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from assay.pipeline import storage
-from assay.pipeline.dataset import Dataset, atomic_write_text
+from assay.pipeline.dataset import Dataset, atomic_write_text, read_json_safe
 from assay.pipeline.errors import UserError
 from assay.pipeline.runner import RUN_LOG, StageResult, check_workdir, run_stage
 
@@ -117,7 +117,8 @@ def plan(mixture: Mixture, out: Path, engine: str = "local", options: dict | Non
     by_source = {name: pools.setdefault(path, Pool.load(path)) for name, path in tokenized.items()}
     slots = plan_mixture(mixture, by_source)
     notes = precision_notes(mixture, slots)
-    for note in notes:
+    shown = (read_json_safe(Path(out) / PLAN_FILE) or {}).get("notes")
+    for note in notes if notes != shown else ():  # said when the plan was made, not again on every rerun
         log(f"note: {note}")
     atomic_write_text(out / PLAN_FILE, json.dumps(
         {"mixture": mixture.name, "stages": {sid: [s.summary() for s in ss] for sid, ss in slots.items()},

@@ -24,16 +24,19 @@ def _options(workers, spark_master, ray_address) -> dict | None:
 @click.command("plan")
 @click.argument("mixture", type=click.Path(path_type=Path))
 @click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
-              help="Mixture directory holding the tokenized sources (default: the mixture's workdir)")
+              help="The mixture directory `mix build` will write: the tokenized sources are kept there and the "
+                   "build reuses them (default: the mixture's `workdir:` if it names one, else a temporary folder)")
 @_engine_opts
 def plan_cmd(mixture, out, engine, workers, spark_master, ray_address):
-    """Tokenize the sources (cached) and print what each source gives each stage, with epochs.
+    """Tokenize the sources and print what each source gives each stage, with epochs.
 
     \b
     Refuses, in one line, a stage whose budget cannot be met within a source's max_epochs.
     Example:
       assay mix plan examples/mixtures/step35-mini.yaml
     """
+    import tempfile
+
     from rich.console import Console
     from rich.table import Table
 
@@ -42,9 +45,11 @@ def plan_cmd(mixture, out, engine, workers, spark_master, ray_address):
     from .recipe import load_mixture
 
     mix = load_mixture(mixture)
-    out = out or mix.default_workdir()
-    slots, _ = plan(mix, out, engine, _options(workers, spark_master, ray_address), log=click.echo)
-    table = Table(*PLAN_HEADERS, title=f"{mix.name}: plan (tokenized sources in {out})")
+    with tempfile.TemporaryDirectory(prefix="assay-plan-") as scratch:  # no folder left that no build reads
+        where = out or (Path(mix.workdir) if mix.workdir else Path(scratch))
+        slots, _ = plan(mix, where, engine, _options(workers, spark_master, ray_address), log=click.echo)
+    kept = f"tokenized sources in {where}" if where != Path(scratch) else "tokenized sources not kept: --out OUT keeps them for `mix build`"
+    table = Table(*PLAN_HEADERS, title=f"{mix.name}: plan ({kept})")
     for row in plan_rows(mix, slots):
         table.add_row(*row)
     import sys

@@ -147,6 +147,10 @@ class StageSpec(Strict):
             bad = [t for t in kept if t not in TIERS]
             if bad:
                 raise ValueError(f"tiers.{ct}: unknown tier {bad[0]!r}; expected some of {', '.join(TIERS)}")
+        for source, value in self.mix.items():  # checked here: a bare weight is no MixEntry until entry()
+            weight = value.weight if isinstance(value, MixEntry) else value
+            if not weight > 0:
+                raise ValueError(f"mix.{source}: weight {weight:g} must be greater than 0 (leave a source out instead)")
         bad_roles = [r for r in self.mask_roles if r not in ROLES]
         if bad_roles:
             raise ValueError(f"mask_roles: unknown role {bad_roles[0]!r}; expected some of {', '.join(ROLES)}")
@@ -182,9 +186,6 @@ class Mixture(Strict):
         if self.tokenizer.path is None:
             return None
         return _resolved(self.tokenizer.path, self._base_dir)
-
-    def default_workdir(self) -> Path:
-        return as_path(self.workdir) if self.workdir else Path("runs") / "mix" / self.name
 
 
 def _resolved(value: str, base: Path | None):

@@ -94,16 +94,21 @@ class Vocab:
     def load(cls, path: str | Path, specials: dict[str, str] = SPECIALS) -> "Vocab":
         from tokenizers import Tokenizer
 
+        from assay.pipeline.errors import UserError
         from assay.pipeline.storage import cached_copy
 
         path = cached_copy(path)  # a tokenizer on a store: its local copy
-        tok = Tokenizer.from_file(str(path))
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises a bare Exception for a truncated or foreign file
+            raise UserError(f"{path}: not a tokenizer file the tokenizers library can load ({exc}); "
+                            "train one with `assay tokenizer train`") from None
         tok.encode_special_tokens = True  # text is text: never turn "<|eos|>" in a document into EOS
         ids = {}
         for name, token in specials.items():
             tid = tok.token_to_id(token)
             if tid is None:
-                raise ValueError(f"{path}: tokenizer lacks the special token {token!r} ({name})")
+                raise UserError(f"{path}: tokenizer lacks the special token {token!r} ({name})")
             ids[name] = tid
         size = tok.get_vocab_size(with_added_tokens=True)
         return cls(tok, path, ids, size, file_sha256(path), _token_bytes(tok, size))
@@ -164,7 +169,13 @@ def make_tokenizer(spec, sources: Sequence[Path], seed: int):
         from assay.pipeline.errors import UserError
 
         raise UserError(f"tokenizer {src}: no such file (train one with `assay tokenizer train`)")
-    return with_specials(Tokenizer.from_file(str(src)), specials)
+    try:
+        loaded = Tokenizer.from_file(str(src))
+    except Exception as exc:  # a truncated or foreign file
+        from assay.pipeline.errors import UserError
+
+        raise UserError(f"tokenizer {src}: not a file the tokenizers library can load ({exc})") from None
+    return with_specials(loaded, specials)
 
 
 class TokenizerParams(Params):

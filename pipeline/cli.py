@@ -2,6 +2,8 @@
 sub-command per registered stage (`filter.length` becomes `assay filter length IN... OUT`)."""
 from __future__ import annotations
 
+import errno
+import os
 import sys
 import types
 import typing
@@ -130,12 +132,18 @@ def stages(name: Optional[str] = typer.Argument(None, help="Show one stage in fu
 
     import inspect as inspect_module
 
-    from .stage import registry, resolve_stage
+    from .stage import _ALIASES, registry, resolve_stage
 
     console = Console()
     if name:
-        cls = resolve_stage(name)
-        console.print(f"[bold]{cls.name}[/bold] ({cls.kind} stage, {cls.cardinality}, writes {cls.output_kind})\n")
+        try:
+            cls = resolve_stage(name)
+        except (KeyError, ImportError, AttributeError, TypeError) as exc:
+            from .recipe import _uses_error
+
+            raise UserError(_uses_error(exc)) from None
+        alias = f"; {name} is an alias of {cls.name}" if _ALIASES.get(name) == cls.name else ""
+        console.print(f"[bold]{cls.name}[/bold] ({cls.kind} stage, {cls.cardinality}, writes {cls.output_kind}{alias})\n")
         console.print(inspect_module.cleandoc(cls.__doc__ or "") + "\n")
         columns = {**cls.columns, **cls.lineage_columns()}
         if columns:
@@ -161,6 +169,10 @@ def stages(name: Optional[str] = typer.Argument(None, help="Show one stage in fu
     for sname, cls in registry().items():
         table.add_row(sname, cls.kind, ", ".join(cls.columns), _first_sentence(cls.__doc__ or ""))
     console.print(table)
+    old_names = sorted(_ALIASES.items())
+    if old_names:
+        console.print("Aliases (old names recipes may still use): "
+                      + ", ".join(f"{old} = {new}" for old, new in old_names))
 
 
 @app.command()
@@ -298,8 +310,10 @@ def _click_type(annotation: Any) -> tuple[Any, bool, bool]:
         return _click_type(args[0])
     if origin is typing.Literal:
         return click.Choice([str(a) for a in typing.get_args(annotation)]), False, False
-    if origin is list and args and args[0] in (str, int, float):
-        return args[0], True, False
+    if origin is list and len(args) == 1:  # a repeatable option: `--types email --types phone`
+        inner, multiple, _ = _click_type(args[0])
+        if inner is not None and not multiple:
+            return inner, True, False
     if annotation is bool:
         return bool, False, True
     if annotation in (str, int, float):
@@ -475,7 +489,11 @@ def _family_group(cli: click.Group, family: str) -> click.Group:
     return sub
 
 
+_SIGNALLED: list[int] = []  # the signal that stopped the command, when it was not Ctrl-C
+
+
 def _terminate_as_interrupt(signum, frame) -> None:
+    _SIGNALLED.append(signum)
     raise KeyboardInterrupt  # SIGTERM stops like Ctrl-C: workers ended, nothing committed half-way
 
 
@@ -509,20 +527,154 @@ def main(argv: list[str] | None = None) -> None:
     if argv is None:  # the real program, not a caller embedding the CLI (tests, notebooks)
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
         _skip_pandas_probe()
-    cli = build_cli()
+    code = run_cli(build_cli(), argv)
+    if code:  # a caller embedding the CLI gets None on success, SystemExit otherwise, as before
+        sys.exit(code)
+
+
+def run_cli(cli: click.Group, argv: list[str] | None = None) -> int:
+    """Run the command line and return its exit status; the one place errors and signals are
+    reported. Usage errors, unknown names and user errors are one `error:` line and status 2 (with
+    the traceback under -vv); Ctrl-C is 130 and SIGTERM 143, each with one line. Commands are built
+    both by typer (with its own copy of click) and by click itself, so both kinds of exception are
+    caught here rather than in either library's `main`, whose ways of returning a status differ."""
+    from .logs import verbosity
+
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        cli.main(args=argv, prog_name="assay", standalone_mode=False)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo("interrupted: stopped; rerun the same command to resume", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        with cli.make_context("assay", args) as ctx:
+            cli.invoke(ctx)
+        return 0
+    except KeyboardInterrupt:
+        return _interrupted()
+    except _HELP_REQUESTS as exc:  # a group called without a command: its help, as asked
+        click.echo(exc.format_message())
+        return 0
+    except _EXITS as exc:
+        return exc.exit_code
+    except _ABORTS:  # a prompt answered with Ctrl-C or end of input
+        return _interrupted()
+    except _CLICK_ERRORS as exc:
+        return _error(_usage_message(exc), 2 if isinstance(exc, _USAGE_ERRORS) else exc.exit_code or 1, verbosity())
     except _user_errors() as exc:
-        click.secho(f"error: {exc}", fg="red", err=True)
-        sys.exit(2)
+        return _error(str(exc), 2, verbosity())
+    except OSError as exc:  # what the machine refuses (a full disk, a size limit) is the user's to fix
+        message = _machine_refused(exc)
+        if message is None:
+            raise
+        return _error(message, 2, verbosity())
+
+
+def _interrupted() -> int:
+    import signal
+
+    signum = _SIGNALLED[-1] if _SIGNALLED else signal.SIGINT
+    name = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+    click.echo(f"interrupted{name}: stopped; rerun the same command to resume", err=True)
+    return 128 + signum
+
+
+# errno -> what to do about it, for the OS errors that are the machine's answer, not a bug of Assay.
+_REFUSALS = {
+    errno.ENOSPC: "free some space or write elsewhere",
+    errno.EDQUOT: "free some of your quota or write elsewhere",
+    errno.EFBIG: "a file outgrew the file-size limit (ulimit -f) or what the file system allows",
+    errno.EROFS: "write the output somewhere writable",
+    errno.EACCES: "check the permissions of the output (or input) folder",
+}
+
+
+def _machine_refused(exc: BaseException) -> str | None:
+    """One line for an OSError that says the disk is full, a limit was reached, a place is not
+    writable or a cluster cannot be reached (raised here or in a worker, possibly as the cause of
+    another error); None otherwise."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ConnectionError):  # a cluster or server that is not there (or went away)
+            return f"{exc.strerror or exc}: check the address, and that it is up and reachable from here"
+        if isinstance(exc, OSError) and exc.errno in _REFUSALS:
+            where = f"{exc.filename}: " if exc.filename else ""
+            return f"{where}{os.strerror(exc.errno)}: {_REFUSALS[exc.errno]}; rerun the same command to resume"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _error(message: str, code: int, verbose: int) -> int:
+    if verbose >= 2:
+        import traceback
+
+        traceback.print_exc()
+    click.secho(f"error: {' '.join(message.split())}", fg="red", err=True)
+    return code
+
+
+def _both(name: str) -> tuple[type[BaseException], ...]:
+    """click's exception class `name` and typer's copy of it (typer >= 0.26 ships its own click)."""
+    import typer._click.exceptions as typer_click
+    import typer.exceptions
+
+    return tuple({getattr(module, name) for module in (click.exceptions, typer_click, typer.exceptions)
+                  if hasattr(module, name)})
+
+
+_HELP_REQUESTS = _both("NoArgsIsHelpError")
+_EXITS = _both("Exit")
+_ABORTS = _both("Abort")
+_USAGE_ERRORS = _both("UsageError")
+_CLICK_ERRORS = _both("ClickException")
+
+
+def _usage_message(exc: Exception) -> str:
+    """One line in Assay's words for a usage error of either click: what was wrong, the closest
+    known name when there is one, and where the help is."""
+    import difflib
+    import re
+
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else "assay"
+    kind = type(exc).__name__
+    unknown = re.match(r"No such command '(.+?)'", exc.format_message())
+    if unknown and ctx is not None:
+        word = unknown.group(1)
+        close = _closest_command(ctx, word)
+        message = f"no such command {word!r}" + (f"; did you mean {close!r}?" if close else "")
+    elif kind == "NoSuchOption":
+        close = difflib.get_close_matches(exc.option_name, sorted(exc.possibilities or ()), n=1)
+        message = f"no such option {exc.option_name}" + (f"; did you mean {close[0]}?" if close else "")
+    elif kind == "MissingParameter" and getattr(exc, "param", None) is not None:
+        param = exc.param
+        if param.param_type_name == "argument":
+            message = f"missing argument {param.metavar or param.name.upper()}"
+        else:
+            message = f"missing option {param.opts[0]}"
+    else:
+        message = exc.format_message().rstrip(".")
+    message = message[:1].lower() + message[1:]
+    return f"{where}: {message} (see '{where} --help')"
+
+
+def _closest_command(ctx: click.Context, word: str) -> str | None:
+    """The known command closest to a mistyped one: first among the group's own commands, then, at
+    the top level, among the stage commands (`lang` -> `extract lang_id`)."""
+    import difflib
+
+    group = ctx.command
+    names = group.list_commands(ctx) if isinstance(group, (click.Group, typer.core.TyperGroup)) else []
+    close = difflib.get_close_matches(word, names, n=1)
+    if close:
+        return close[0]
+    if ctx.parent is not None:
+        return None
+    from .stage import registry
+
+    spelled = {}
+    for name in registry():
+        family, _, short = name.partition(".")
+        if short:
+            spelled[short] = spelled[name] = f"{family} {short}"
+    close = difflib.get_close_matches(word, list(spelled), n=1)
+    return spelled[close[0]] if close else None
 
 
 if __name__ == "__main__":

@@ -27,13 +27,15 @@ from typing import Any, Callable, Iterator, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import Field
+from pydantic import Field, create_model
 
-from .io import (ExpansionLimit, NotAFile, check_regular_file, iter_lines, open_binary, seek_line_start,
-                 strip_compression_suffix)
+from .io import (ExpansionLimit, NotAFile, check_regular_file, iter_lines, link_outside, open_binary,
+                 seek_line_start, strip_compression_suffix)
 from .schema import CONTENT_TYPES, DOC_SCHEMA, REJECT_DETAIL, REJECT_REASON, doc_id, dumps_meta, row_id
 from .stage import Params, SourceStage, register
 
+FOLLOW_SYMLINKS = Field(False, description="Read files that symbolic links inside the input folders point to "
+                        "outside them (off: each such file is a `symlink_outside` reject)")
 REJECT_SNIPPET_CHARS = 2_000
 DETAIL_CHARS = 500
 READER_SCHEMA = DOC_SCHEMA.append(pa.field(REJECT_REASON, pa.string())).append(pa.field(REJECT_DETAIL, pa.string()))
@@ -239,6 +241,12 @@ def guard_file(read_file: Callable[..., Iterator[pa.Table]]) -> Callable[..., It
         name = self.name_of(path)  # the file as rows name it (the same on local disk or a store)
         where = f"{name}[{byte_range[0]}:{byte_range[1]}]" if byte_range else name
         with buf.guard(where, "corrupt_file"):
+            target = None if getattr(self.params, "follow_symlinks", True) else link_outside(path, self.params.paths)
+            if target is not None:
+                if byte_range and byte_range[0] > 0:  # one reject per file, from its first range
+                    return
+                raise Reject("symlink_outside", f"{path} links to {target}, outside the input folder "
+                                                "(--follow-symlinks, or follow_symlinks: true, reads it)")
             check_regular_file(path)
             for table in (read_file(self, path, byte_range) if byte_range else read_file(self, path)):
                 rows += table.num_rows
@@ -253,7 +261,9 @@ def guard_file(read_file: Callable[..., Iterator[pa.Table]]) -> Callable[..., It
 
 
 class FileReader(SourceStage):
-    """Base of stages that read files: every subclass's `read_file` is wrapped by `guard_file`."""
+    """Base of stages that read files: every subclass's `read_file` is wrapped by `guard_file`, and
+    every subclass's params gain `follow_symlinks` (off: a file a link takes out of the input folder,
+    such as `passwd -> /etc/passwd`, is a `symlink_outside` reject, not a document)."""
 
     reader_schema: pa.Schema = READER_SCHEMA  # what its tables hold (with `segments` where it reads them)
 
@@ -261,6 +271,11 @@ class FileReader(SourceStage):
         super().__init_subclass__(**kwargs)
         if "read_file" in cls.__dict__:
             cls.read_file = guard_file(cls.__dict__["read_file"])
+        if "Params" in cls.__dict__ and "follow_symlinks" not in cls.Params.model_fields:
+            params = create_model(cls.Params.__name__, __base__=cls.Params, __module__=cls.__module__,
+                                  follow_symlinks=(bool, FOLLOW_SYMLINKS))
+            params.__qualname__ = f"{cls.__qualname__}.Params"  # where pickle finds it
+            cls.Params = params
 
     def source_for(self, path: str) -> str:
         """Value of `source` on this file's rows (also on its file-level rejects)."""

@@ -259,6 +259,8 @@ def _check_graph(recipe: Recipe, path: Path) -> None:
     ids = [s.id for s in specs]
     seen: set[str] = set()
     for sid in ids:
+        if not sid.strip("."):  # `.` and `..` would name the workdir itself or its parent
+            raise RecipeError(f"{path}: stage id {sid!r} names a folder, not a stage; choose another id")
         if sid in seen:
             raise RecipeError(f"{path}: stage id {sid!r} is used twice (inputs and stage ids share one namespace)")
         seen.add(sid)

@@ -55,9 +55,10 @@ def load_stages(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _human(n: float) -> str:
+    """3 significant figures at most: 950, 1.2K, 12.5K, 125K (an axis's tick labels stay short)."""
     for unit in ("", "K", "M", "G", "T"):
         if abs(n) < 1000:
-            return f"{n:.0f}{unit}" if unit == "" else f"{n:.1f}{unit}"
+            return f"{n:.0f}{unit}" if unit == "" or abs(n) >= 100 else f"{n:.1f}{unit}"
         n /= 1000
     return f"{n:.1f}P"
 
@@ -69,7 +70,7 @@ def _funnel_plot(stages: list[dict]) -> str:
     import matplotlib.pyplot as plt
 
     names = [s["dir"] for s in stages]
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     fig, axes = plt.subplots(1, 2, figsize=(12, max(2.5, 0.35 * len(names) + 1)))
     for ax, unit in zip(axes, ("rows", "bytes")):
@@ -80,6 +81,7 @@ def _funnel_plot(stages: list[dict]) -> str:
         ax.invert_yaxis()
         suffix = "B" if unit == "bytes" else ""  # bound now: a lambda would see the loop's last unit
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _, suffix=suffix: _human(v) + suffix))
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # labels like "1.2MB" need room: five at most
         ax.set_title(f"{unit} per stage", pad=10)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
@@ -120,11 +122,14 @@ def _core_sections(stages: list[dict]) -> list[str]:
     reject_rows = []
     for s in stages:
         examples = s.get("reject_examples", {})
+        # Of the rows the stage decided on: a one-to-many stage's rejects may be rows it created, which
+        # its input count does not hold (a share of the input could pass 100%).
+        decided = max(s["counts"]["rows_out"] + s["counts"]["rows_rejected"], 1)
         for reason, slot in s["counts"]["rejected"].items():
-            share = slot["rows"] / max(s["counts"]["rows_in"], 1)
+            share = slot["rows"] / decided
             reject_rows.append([html.escape(s["dir"]), html.escape(reason), f"{slot['rows']:,}", f"{share:.1%}",
                                 _human(slot["bytes"]) + "B", _examples(examples.get(reason, []))])
-    rejects = (_table(["stage", "reason", "rows", "share of stage input", "bytes", "examples"], reject_rows)
+    rejects = (_table(["stage", "reason", "rows", "share of stage output + rejects", "bytes", "examples"], reject_rows)
                if reject_rows else "<p>No rejects.</p>")
     return [
         "<h2>Funnel</h2>" + _funnel_plot(stages) + ledger,
@@ -178,23 +183,31 @@ def _examples(rows: list[dict]) -> str:
 
 
 def _sources(stages: list[dict]) -> str:
-    """Per source: rows the readers produced, rows rejected anywhere, rows in the run's final outputs."""
+    """Per source: rows the readers produced, rows rejected anywhere, rows in the run's final outputs,
+    and the share kept where it means one: rows of a source that one-to-many stages multiplied, or that
+    several final outputs hold, are not a share of the rows read ("kept 175.9%")."""
     finals = _final_stages(stages)
     table: dict[str, list[int]] = {}
+    multiplied: set[str] = set()
     for s in stages:
         for source, slot in s.get("sources", {}).items():
-            row = table.setdefault(source, [0, 0, 0])
+            row = table.setdefault(source, [0, 0, 0, 0])
             if s.get("kind") == "source":
                 row[0] += slot["out"] + slot["rejected"]
             row[1] += slot["rejected"]
             if s in finals:
                 row[2] += slot["out"]
+                row[3] += bool(slot["out"])
+            if s.get("cardinality", "one_to_one") != "one_to_one" and s.get("kind") != "source":
+                multiplied.add(source)
     if not table:
         return "<p>No per-source counts recorded.</p>"
-    rows = [[html.escape(src or "(none)"), f"{a:,}", f"{r:,}", f"{o:,}", f"{o / a:.1%}" if a else "–"]
-            for src, (a, r, o) in sorted(table.items())]
+    rows = [[html.escape(src or "(none)"), f"{a:,}", f"{r:,}", f"{o:,}",
+             f"{o / a:.1%}" if a and src not in multiplied and n <= 1 else "–"]
+            for src, (a, r, o, n) in sorted(table.items())]
     return _table(["source", "read", "rejected (all stages)", "in final outputs", "kept"], rows) + (
-        f"<p>Final outputs: {', '.join(html.escape(s['dir']) for s in finals)}</p>")
+        f"<p>Final outputs: {', '.join(html.escape(s['dir']) for s in finals)}. Kept is \u2013 where stages "
+        "made several rows from one (or merged rows) or several final outputs hold the source's rows.</p>")
 
 
 def _final_stages(stages: list[dict]) -> list[dict]:

@@ -7,7 +7,7 @@ What every such stage needs and none should write again:
 * transient vs permanent: a call still failing transiently after its retries leaves the shard
   unfinished (the task fails, nothing is committed, a rerun resumes); a permanent failure (4xx, a
   response the stage cannot use) rejects the row with a reason;
-* a persistent request cache keyed by the request itself: every answer is stored the moment it
+* a persistent request cache keyed by the request and what answers it (`cache_namespace`): every answer is stored the moment it
   arrives, so a rerun (after a kill, a transient failure, or a change downstream) never pays twice.
   Answers stored during an unfinished shard are the checkpoints inside it;
 * statistics: calls, cache hits, retries, failures, and token counts and cost from `usage`.
@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
+import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
@@ -71,9 +72,10 @@ class RequestCache:
     appended with one write as soon as the answer is in (a kill loses nothing answered before it).
     No two processes write the same file, so it is safe on shared storage (NFS) from many hosts;
     readers take only complete, parseable lines, so a line a killed writer left half-written is a
-    miss. Each process reads the journals' keys once (sequential reads, no per-entry file) and keeps
-    an index of where each answer lies; a miss looks again for lines other processes have appended
-    since, at most once a second. Creating a file per answer (the layout before, `<cache>/<2 hex>/
+    miss. Each journal has an index file beside it (`<cache>/index/`, 20 bytes an answer), so a
+    process's first lookup reads the indexes, not the answers, and keeps where each answer lies in two
+    sorted arrays; a miss looks again for lines other processes have appended since, at most once a
+    second. Creating a file per answer (the layout before, `<cache>/<2 hex>/
     <sha256>.json`, still read) cost more CPU than the HTTP exchange itself.
 
     A cache on a store (`cache_dir: s3://bucket/cache`): the same journals, mirrored in a local folder
@@ -97,9 +99,11 @@ class RequestCache:
         return json.dumps(request, sort_keys=True, ensure_ascii=False)
 
     @staticmethod
-    def key(request: Any, canonical: str | None = None) -> str:
+    def key(request: Any, canonical: str | None = None, namespace: str = "") -> str:
+        """SHA-256 of the request, and of what answers it (`namespace`: the backend's identity), so
+        two backends never share an answer."""
         text = RequestCache.canonical(request) if canonical is None else canonical
-        return hashlib.sha256(text.encode()).hexdigest()
+        return hashlib.sha256((f"{namespace}\n{text}" if namespace else text).encode()).hexdigest()
 
     def get(self, key: str) -> Any | None:
         return self._journal.get(key)
@@ -135,24 +139,75 @@ def _journal_for(root: Path) -> "_Journal":
         return journal
 
 
+# A journal's index: one record per line, `<cache>/index/<journal name>.idx`, appended by the journal's
+# writer right after the line. The key is the first 64 bits of the SHA-256 (the full key is checked
+# against the line when it is read); offset and length locate the answer's JSON in the journal.
+_RECORD = np.dtype([("key", "<u8"), ("offset", "<u8"), ("length", "<u4")])  # 20 bytes, packed
+_LOCATION = np.dtype([("file", "<u4"), ("offset", "<u8"), ("length", "<u4")])
+_LINE_HEAD = 65  # 64 hex digits and a tab before the answer's JSON
+
+
+def _key64(key: str) -> int:
+    return int(key[:16], 16)
+
+
 class _Journal:
+    """Every journal's answers, found through the journals' index files: a first lookup reads 20 bytes
+    per answer, not the answers, and the index in memory is two sorted arrays (20 bytes an entry),
+    whatever the answers weigh. Lines an index does not cover yet (a writer killed between the two
+    appends, a journal from before the index files) are read from the journal in 1 MiB pieces."""
+
     RESCAN_S = 1.0  # a miss looks for other processes' new lines at most this often
     MAX_OPEN = 32  # journals held open for reading
+    MERGE_AT = 16384  # entries held in a dict before they join the sorted arrays
+    CHUNK = 1 << 20
 
     def __init__(self, root: Path):
-        self.root, self.dir = root, root / "journal"
+        self.root, self.dir, self.index_dir = root, root / "journal", root / "index"
         self.lock = threading.Lock()  # the index, the scans, the open readers
         self.write_lock = threading.Lock()  # our journal's appends
-        self.index: dict[str, tuple[int, int, int]] = {}  # key -> (file number, offset, length)
+        self.keys = np.empty(0, np.uint64)  # sorted
+        self.locations = np.empty(0, _LOCATION)  # aligned with keys
+        self.recent: dict[int, tuple[int, int, int]] = {}  # key64 -> (file number, offset, length)
         self.files: list[Path] = []
         self.numbers: dict[str, int] = {}
-        self.consumed: dict[int, int] = {}  # file number -> bytes indexed (complete lines)
+        self.consumed: dict[int, int] = {}  # file number -> journal bytes indexed (complete lines)
+        self.index_read: dict[int, int] = {}  # file number -> index bytes read (whole records)
         self.readers: OrderedDict[int, int] = OrderedDict()  # file number -> fd
         self.own: int | None = None  # our journal's file number
         self.own_fd: int | None = None
+        self.own_index_fd: int | None = None
         self.own_size = 0
         self.scanned_at: float | None = None
         self.legacy = False
+
+    # ---- the index -------------------------------------------------------------------------------
+
+    def _add(self, key: int, where: tuple[int, int, int]) -> None:
+        self.recent[key] = where
+        if len(self.recent) >= self.MERGE_AT:
+            self._merge()
+
+    def _merge(self, keys: np.ndarray | None = None, locations: np.ndarray | None = None) -> None:
+        """Fold the recent entries (and `keys`/`locations`, read in bulk) into the sorted arrays."""
+        extra_keys = np.fromiter(self.recent, np.uint64, len(self.recent))
+        extra = np.array(list(self.recent.values()), _LOCATION) if self.recent else np.empty(0, _LOCATION)
+        parts_k = [self.keys, extra_keys] + ([keys] if keys is not None else [])
+        parts_l = [self.locations, extra] + ([locations] if locations is not None else [])
+        all_keys = np.concatenate(parts_k)
+        order = np.argsort(all_keys, kind="stable")
+        self.keys, self.locations = all_keys[order], np.concatenate(parts_l)[order]
+        self.recent = {}
+
+    def _find(self, key: int) -> tuple[int, int, int] | None:
+        where = self.recent.get(key)
+        if where is not None:
+            return where
+        i = int(np.searchsorted(self.keys, key))
+        if i < len(self.keys) and self.keys[i] == key:
+            loc = self.locations[i]
+            return int(loc["file"]), int(loc["offset"]), int(loc["length"])
+        return None
 
     # ---- reading -------------------------------------------------------------------------------
 
@@ -170,30 +225,61 @@ class _Journal:
             if number is None:
                 number = self.numbers[name] = len(self.files)
                 self.files.append(self.dir / name)
-                self.consumed[number] = 0
+                self.consumed[number] = self.index_read[number] = 0
             if number != self.own:
-                self._index_file(number)
+                self._read_index(number)
+                self._read_tail(number)
         if not self.legacy:  # the layout before the journals: a file per answer in <2 hex>/
             try:
                 self.legacy = any(len(e.name) == 2 and e.is_dir() for e in os.scandir(self.root))
             except FileNotFoundError:
                 pass
 
-    def _index_file(self, number: int) -> None:
-        start = self.consumed[number]
+    def _read_index(self, number: int) -> None:
+        """The records the journal's writer appended to its index since the last scan."""
         try:
-            with open(self.files[number], "rb") as fh:
-                fh.seek(start)
+            with open(self.index_dir / (self.files[number].name + ".idx"), "rb") as fh:
+                fh.seek(self.index_read[number])
                 data = fh.read()
         except FileNotFoundError:
             return
-        pos, end = 0, data.rfind(b"\n") + 1  # a line still being written is left for the next scan
-        while pos < end:
-            eol = data.index(b"\n", pos)
-            if eol - pos > 66 and data[pos + 64:pos + 65] == b"\t":
-                self.index[data[pos:pos + 64].decode("ascii", "replace")] = (number, start + pos + 65, eol - pos - 65)
-            pos = eol + 1
-        self.consumed[number] = start + end
+        whole = len(data) // _RECORD.itemsize * _RECORD.itemsize
+        if not whole:
+            return
+        records = np.frombuffer(data[:whole], _RECORD)
+        self.index_read[number] += whole
+        locations = np.empty(len(records), _LOCATION)
+        locations["file"], locations["offset"], locations["length"] = number, records["offset"], records["length"]
+        self._merge(records["key"].copy(), locations)
+        end = int((records["offset"] + records["length"]).max()) + 1  # past the newline of the last line indexed
+        self.consumed[number] = max(self.consumed[number], end)
+
+    def _read_tail(self, number: int) -> None:
+        """Lines past what the index covers, read in pieces; a line still being written waits."""
+        try:
+            fh = open(self.files[number], "rb")
+        except FileNotFoundError:
+            return
+        with fh:
+            start = self.consumed[number]
+            fh.seek(start)
+            pending = b""
+            while chunk := fh.read(self.CHUNK):
+                data = pending + chunk
+                pos, end = 0, data.rfind(b"\n") + 1
+                while pos < end:
+                    eol = data.index(b"\n", pos)
+                    if eol - pos > _LINE_HEAD + 1 and data[pos + 64:pos + 65] == b"\t":
+                        try:
+                            key = _key64(data[pos:pos + 64].decode("ascii"))
+                        except ValueError:  # not a key: a foreign line
+                            key = None
+                        if key is not None:
+                            self._add(key, (number, start + pos + _LINE_HEAD, eol - pos - _LINE_HEAD))
+                    pos = eol + 1
+                start += end
+                pending = data[end:]
+            self.consumed[number] = start
 
     def _fd(self, number: int) -> int:
         if number == self.own:
@@ -207,24 +293,29 @@ class _Journal:
             self.readers.move_to_end(number)
         return fd
 
+    def _raw(self, key: str, where: tuple[int, int, int]) -> bytes | None:
+        """The answer's JSON at `where`, if the line there is `key`'s (a 64-bit index key could collide)."""
+        number, offset, length = where
+        try:
+            raw = os.pread(self._fd(number), length + _LINE_HEAD, offset - _LINE_HEAD)
+        except OSError:
+            return None
+        return raw[_LINE_HEAD:] if raw[:64] == key.encode("ascii") else None
+
     def get(self, key: str) -> Any | None:
+        k = _key64(key)
         with self.lock:
             if self.scanned_at is None:
                 self._scan()
-            where = self.index.get(key)
+            where = self._find(k)
             if where is None and time.monotonic() - self.scanned_at >= self.RESCAN_S:
                 self._scan()
-                where = self.index.get(key)
-            if where is not None:
-                number, offset, length = where
-                try:
-                    raw = os.pread(self._fd(number), length, offset)
-                except OSError:
-                    raw = b""
+                where = self._find(k)
+            raw = self._raw(key, where) if where is not None else None
         if where is None:
             return self._legacy_get(key) if self.legacy else None
         try:
-            return json.loads(raw)["response"]
+            return json.loads(raw)["response"] if raw is not None else None
         except (ValueError, KeyError, TypeError):
             return None  # torn or foreign: a miss, the answer is asked for again
 
@@ -237,15 +328,21 @@ class _Journal:
     def entries(self) -> Iterator[tuple[Any, Any]]:
         with self.lock:
             self._scan()
-            locations = list(self.index.values())
+            self._merge()
+            locations = self.locations.copy()
             legacy = self.legacy
-        for number, offset, length in locations:
+        seen: set[bytes] = set()
+        for number, offset, length in locations.tolist():
             with open(self.files[number], "rb") as fh:
-                fh.seek(offset)
-                try:
-                    entry = json.loads(fh.read(length))
-                except ValueError:
-                    continue
+                fh.seek(offset - _LINE_HEAD)
+                raw = fh.read(length + _LINE_HEAD)
+            if raw[:64] in seen:  # the same answer indexed twice (its index and a scan of the journal)
+                continue
+            seen.add(raw[:64])
+            try:
+                entry = json.loads(raw[_LINE_HEAD:])
+            except ValueError:
+                continue
             yield entry["request"], entry["response"]
         if legacy:
             for path in self.root.glob("??/*.json"):
@@ -264,23 +361,63 @@ class _Journal:
             if self.own_fd is None:
                 with self.lock:
                     self._open_own()
-            view = memoryview(line)
-            while view:  # one write almost always; a short write is finished before anyone else writes
-                view = view[os.write(self.own_fd, view):]
             offset = self.own_size
+            _write_all(self.own_fd, line)  # the answer first: an index record never points past it
             self.own_size += len(line)
+            record = np.array([(_key64(key), offset + _LINE_HEAD, len(line) - _LINE_HEAD - 1)], _RECORD)
+            _write_all(self.own_index_fd, record.tobytes())
             with self.lock:
-                self.index[key] = (self.own, offset + 65, len(line) - 66)
+                self._add(_key64(key), (self.own, offset + _LINE_HEAD, len(line) - _LINE_HEAD - 1))
                 self.consumed[self.own] = self.own_size
 
     def _open_own(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.index_dir.mkdir(parents=True, exist_ok=True)
         host = "".join(c if c.isalnum() or c in "-." else "_" for c in socket.gethostname())[:40] or "host"
         name = f"{host}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
         self.own_fd = os.open(self.dir / name, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        self.own_index_fd = os.open(self.index_dir / (name + ".idx"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
         self.own = self.numbers[name] = len(self.files)
         self.files.append(self.dir / name)
-        self.consumed[self.own] = 0
+        self.consumed[self.own] = self.index_read[self.own] = 0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:  # one write almost always; a short write is finished before anyone else writes
+        view = view[os.write(fd, view):]
+
+
+class CallProgress:
+    """A line every `ASSAY_PROGRESS_S` seconds (default 15) under `assay -v` while a batch's calls come
+    back: one shard of an LLM stage can take many minutes, and progress counted in shards stays still
+    until it ends. Written by the worker itself (engines relay only finished shards)."""
+
+    def __init__(self, stage_id: str, total: int, unit: str = "calls"):
+        from .logs import verbosity
+
+        self.stage_id, self.total, self.unit, self.done, self.cached = stage_id, total, unit, 0, 0
+        self.every = float(os.environ.get("ASSAY_PROGRESS_S", "15"))
+        self.on = verbosity() >= 1 and total > 0
+        self.started = self.shown = time.monotonic()
+        self.lock = threading.Lock()
+
+    def tick(self, how: str) -> None:
+        if not self.on:
+            return
+        with self.lock:
+            self.done += 1
+            self.cached += how == "cache"
+            now = time.monotonic()
+            if now - self.shown < self.every and self.done < self.total:
+                return
+            self.shown = now
+            rate = self.done / max(now - self.started, 1e-6)
+            line = (f"{time.strftime('%H:%M:%S')} assay INFO: {self.stage_id}: {self.done:,}/{self.total:,} {self.unit} of "
+                    f"this batch ({self.cached:,} from the cache), {rate:.1f}/s, eta {(self.total - self.done) / rate:.0f}s")
+        import sys
+
+        print(line, file=sys.stderr, flush=True)
 
 
 class _RemoteJournal(_Journal):
@@ -348,6 +485,12 @@ class ServiceStage(MapStage):
     def request(self, row: dict) -> Any | None:
         raise NotImplementedError
 
+    def cache_namespace(self) -> str:
+        """What answers the requests, as part of every cache key (a server's address and model, a
+        local model's weights): the same request to another backend is another entry. Called after
+        setup()."""
+        return ""
+
     def call(self, request: Any) -> Any:
         raise NotImplementedError
 
@@ -371,7 +514,9 @@ class ServiceStage(MapStage):
     def _answer(self, request: Any) -> tuple[Any, str]:
         """(response or PermanentError, how it was obtained)."""
         canonical = self.cache.canonical(request)
-        key = self.cache.key(request, canonical)
+        if getattr(self, "_namespace", None) is None:
+            self._namespace = self.cache_namespace()
+        key = self.cache.key(request, canonical, self._namespace)
         cached = self.cache.get(key)
         if cached is not None:
             return cached, "cache"
@@ -388,9 +533,16 @@ class ServiceStage(MapStage):
         requests = [self.request(row) for row in rows]
         todo = [i for i, r in enumerate(requests) if r is not None]
         answers: dict[int, tuple[Any, str]] = {}
+        progress = CallProgress(self.stage_id, len(todo))
+
+        def answer(request: Any) -> tuple[Any, str]:
+            got = self._answer(request)
+            progress.tick(got[1])
+            return got
+
         with ThreadPoolExecutor(max_workers=self.params.concurrency) as pool:
-            for i, answer in zip(todo, pool.map(self._answer, [requests[i] for i in todo])):
-                answers[i] = answer
+            for i, got in zip(todo, pool.map(answer, [requests[i] for i in todo])):
+                answers[i] = got
         self.cache.flush()  # a cache on a store: this batch's answers uploaded before its shard commits
         values: dict[str, list] = {name: [None] * len(rows) for name in self.columns}
         reasons: list[str | None] = [None] * len(rows)

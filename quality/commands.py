@@ -89,7 +89,12 @@ def register_commands(cli: click.Group) -> None:
 
         rows = _read_texts(inp, sample)
         texts = [r["text"] for r in rows]
-        grades = openai_grades(texts, base_url, model, api_key) if backend == "openai" else heuristic_grades(texts)
+        try:
+            grades = openai_grades(texts, base_url, model, api_key) if backend == "openai" else heuristic_grades(texts)
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:  # the server: down, slow, or not OpenAI's API
+            if backend != "openai":
+                raise
+            raise UserError(f"rating with {base_url} failed: {type(exc).__name__}: {exc}") from None
         from assay.pipeline.dataset import atomic_write_text
 
         atomic_write_text(out, "".join(json.dumps({"text": t, "grade": g}, ensure_ascii=False) + "\n" for t, g in zip(texts, grades)))
@@ -102,7 +107,7 @@ def register_commands(cli: click.Group) -> None:
 
         \b
         Example:
-          assay quality build-models --out /tmp/models
+          assay quality build-models --out models/
         """
         from .build import build
         from .scorers import MODELS

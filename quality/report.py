@@ -49,9 +49,11 @@ def stage_section(manifest: dict) -> str:
     docs = counters.get("rule.docs")
     rules = sorted({k.split(".")[1] for k in counters if k.startswith("rule.") and k.endswith(".hit")})
     if rules and docs:
-        rows = [(r, f"{counters.get(f'rule.{r}.hit', 0):,}", f"{counters.get(f'rule.{r}.hit', 0) / docs:.1%}",
-                 f"{counters.get(f'rule.{r}.applied', 0):,}") for r in rules]
-        parts.append("<p>Heuristic rule hit rates (annotated, not dropped unless drop=true)</p>"
+        rows = [(r, f"{hit:,}", f"{hit / applied:.1%}" if applied else "–", f"{applied:,}")
+                for r in rules
+                for hit, applied in [(int(counters.get(f"rule.{r}.hit", 0)), int(counters.get(f"rule.{r}.applied", docs)))]]
+        parts.append(f"<p>Heuristic rule hit rates over the documents each rule applies to (of {int(docs):,}; "
+                     "content types a rule bypasses do not count); annotated, not dropped unless drop=true</p>"
                      + _table(["rule", "hits", "rate", "applied to"], rows))
     code = sorted((k.split(".", 1)[1], v) for k, v in counters.items() if k.startswith("code_rule."))
     if code and counters.get("code.docs"):

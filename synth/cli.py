@@ -20,7 +20,14 @@ import click
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA when present), cpu, cuda, cuda:1")
 @click.option("--max-batch", default=8, show_default=True, type=int, help="Sequences decoded together")
 @click.option("--threads", default=None, type=int, help="CPU threads for torch (default: torch's choice)")
-def serve(model_path, name, host, port, device, max_batch, threads):
+@click.option("--max-connections", default=64, show_default=True, type=int,
+              help="Connections served at once; one more is answered 503 (retry) at once")
+@click.option("--timeout-s", default=60.0, show_default=True, type=float,
+              help="A connection idle (or stalled mid-request) this long is closed")
+@click.option("--allow-host", "allow_hosts", multiple=True,
+              help="A name clients may use besides loopback ones (repeatable; '*' for any), e.g. when "
+                   "--host 0.0.0.0 serves other machines; requests naming any other host are refused (403)")
+def serve(model_path, name, host, port, device, max_batch, threads, max_connections, timeout_s, allow_hosts):
     """Serve a local model behind the OpenAI chat-completions API (POST /v1/chat/completions).
 
     \b
@@ -32,7 +39,10 @@ def serve(model_path, name, host, port, device, max_batch, threads):
     from .llm.serve import make_server
 
     model = LocalChatModel(model_path, name=name, device=device, max_batch=max_batch, threads=threads)
-    server = make_server(model, host, port)
+    from .llm.backend import weights_identity
+
+    server = make_server(model, host, port, max_connections=max_connections, timeout_s=timeout_s,
+                         allow_hosts=tuple(allow_hosts), weights=weights_identity(model_path))
     click.echo(f"assay serve: {name} on {model.device} at http://{host}:{server.server_address[1]}/v1 "
                "(Ctrl-C stops)", err=True)
     try:
@@ -86,7 +96,7 @@ def sandbox_run(program, args, timeout_s, memory_mb, cpu_s, file_mb, disk_mb, pr
 
 def _generator_command(core: click.Command, cls, triples: bool) -> click.Command:
     """The core's stage command without the input-files argument (generators read none)."""
-    params = [p for p in core.params if p.name != "inputs"]
+    params = [p for p in core.params if p.name != "input_paths"]
     if triples:
         params.append(click.Option(["--triples"], multiple=True, type=click.Path(exists=True, dir_okay=False),
                                    help="Triple files (head<TAB>relation<TAB>tail); default: the bundled graph"))
@@ -97,7 +107,7 @@ def _generator_command(core: click.Command, cls, triples: bool) -> click.Command
             from .generators.kg import BUNDLED
 
             files = [str(BUNDLED)]
-        return core.callback(inputs=tuple(files), **values)
+        return core.callback(input_paths=tuple(files), **values)
 
     doc = (cls.__doc__ or "").strip().replace("\n\n", "\n\n\b\n")
     return click.Command(core.name, params=params, callback=callback,

@@ -123,7 +123,7 @@ def test_from_and_until_select_the_right_stages(tmp_path):
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"text": f"text number {i} " * 3}) + "\n" for i in range(20)))
     recipe_path = tmp_path / "r.yaml"
-    recipe_path.write_text(GOOD + "  - {id: norm, uses: normalize.unicode, inputs: [len]}\n"
+    recipe_path.write_text(GOOD + "  - {id: norm, uses: filter.unicode, inputs: [len]}\n"
                                   "  - {id: side, uses: filter.length, inputs: [raw]}\n")
     recipe = load_recipe(recipe_path)
     quiet = dict(log=lambda *_: None, options={"workers": 1})

@@ -82,9 +82,10 @@ def test_transient_failures_leave_the_shard_and_the_rerun_pays_nothing_twice(tmp
     with ScriptedServer(_script(calls)) as server:
         with pytest.raises(ShardUnfinished):
             run_stage(_solve(server.url, tmp_path / "cache"), [items], tmp_path / "out", options={"workers": 1})
+        port = server.port
     assert calls["broken one"] == 3 and not Dataset(tmp_path / "out").complete
     again: dict = {}
-    with ScriptedServer(lambda r: (again.setdefault(r["messages"][-1]["content"], 0), "Answer: 7")[1]) as server:
+    with ScriptedServer(lambda r: (again.setdefault(r["messages"][-1]["content"], 0), "Answer: 7")[1], port=port) as server:
         result = run_stage(_solve(server.url, tmp_path / "cache"), [items], tmp_path / "out", options={"workers": 1})
     assert set(again) == {"broken one"}  # every answered request came from the cache
     assert result.manifest["counts"]["rows_out"] == 11
@@ -135,9 +136,10 @@ def test_a_killed_run_resumes_without_repeating_completed_requests(tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         first = {key(r) for r in server.requests}
+        port = server.port
     cached = {key(request) for request, _ in RequestCache(tmp_path / "cache").entries()}
     assert 0 < len(cached) < 24 and not Dataset(tmp_path / "out").complete
-    with ScriptedServer(lambda r: "Answer: 7") as server:
+    with ScriptedServer(lambda r: "Answer: 7", port=port) as server:  # the same backend: its answers are cached
         run_stage(_solve(server.url, tmp_path / "cache", candidates=2, concurrency=2), [items], tmp_path / "out",
                   options={"workers": 1})
         second = [key(r) for r in server.requests]

@@ -44,7 +44,7 @@ def eval_command(checkpoint: Path, data: tuple[str, ...], batch_size: int, max_r
 
     \b
     Example:
-      assay eval runs/tiny --data held=runs/tiny-data/eval
+      assay eval runs/tiny --data held_out=runs/train-data/eval
     """
     from .checkpoint import evaluate_checkpoint
 

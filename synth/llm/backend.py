@@ -21,18 +21,32 @@ class ChatBackend(Protocol):
 
     def chat(self, request: dict) -> dict: ...
 
+    def identity(self) -> str: ...  # what answers: part of every request-cache key
+
     def close(self) -> None: ...
 
 
 class HTTPBackend:
-    def __init__(self, base_url: str, api_key: str | None = None, timeout_s: float = 120.0):
+    def __init__(self, base_url: str, api_key: str | None = None, timeout_s: float = 120.0, model: str = ""):
         from .client import OpenAIClient
 
-        self.name = base_url
+        self.name, self.model = base_url, model
         self.client = OpenAIClient(base_url, api_key=api_key, timeout_s=timeout_s)
 
     def chat(self, request: dict) -> dict:
         return self.client.chat(request)
+
+    def identity(self) -> str:
+        """The address and the model the server says it serves (GET /models: the configured name's
+        entry, or the only one; `assay serve` adds its weights' digest), else the configured name. A
+        server that cannot say (down, or no /models) is known by address and name only, which is
+        another key than the one it had when it could: its cached answers are not assumed its own."""
+        served = self.client.models()
+        entry = next((m for m in served if m.get("id") == self.model), served[0] if len(served) == 1 else None)
+        if entry is None:
+            return f"{self.name} model={self.model}"
+        weights = entry.get("assay_weights")
+        return f"{self.name} model={entry.get('id')}" + (f" weights={weights}" if weights else "")
 
     def close(self) -> None:
         self.client.close()
@@ -49,6 +63,9 @@ class LocalBackend:
         self._model = None
         self._lock = threading.Lock()
         self.name = f"local:{name}"
+
+    def identity(self) -> str:
+        return f"local weights={weights_identity(self._model_path)}"
 
     @property
     def model(self):
@@ -72,11 +89,26 @@ class LocalBackend:
             self._model.close()
 
 
+def weights_identity(model_path: str | None) -> str:
+    """The local model's weights: the bundled SmolLM2's published SHA-256, else the content digest of
+    the .gguf file or model folder (remembered by file stat, so a large model is read once)."""
+    from pathlib import Path
+
+    from assay.pipeline.io import content_digest
+
+    from .weights import DEFAULT_MODEL, SMOLLM2_SHA256
+
+    if model_path in (None, "", DEFAULT_MODEL):
+        return f"sha256:{SMOLLM2_SHA256}"
+    return f"sha256:{content_digest(Path(model_path).expanduser())}"
+
+
 def open_backend(url: str | None, *, model: str, model_path: str | None = None, api_key_env: str | None = None,
                  timeout_s: float = 120.0, device: str = "auto", max_batch: int = 8,
                  threads: int | None = None) -> ChatBackend:
     """HTTP when `url` is given (the API key is read from the environment variable `api_key_env`,
     never from a recipe), else the local model."""
     if url:
-        return HTTPBackend(url, api_key=os.environ.get(api_key_env) if api_key_env else None, timeout_s=timeout_s)
+        return HTTPBackend(url, api_key=os.environ.get(api_key_env) if api_key_env else None, timeout_s=timeout_s,
+                           model=model)
     return LocalBackend(model_path, name=model, device=device, max_batch=max_batch, threads=threads)

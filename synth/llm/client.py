@@ -9,7 +9,8 @@ standard library's http.client parses every response header with the email packa
 client, not the server, the limit at concurrency 64 (benchmarks/synth.py).
 
 `timeout_s` bounds the whole call (connect, send, the wait for the answer and reading it), not each
-socket operation. Failures are sorted the way the service contract wants them: timeouts, connection
+socket operation, and `max_response_bytes` the size of an answer it reads (a server that sends
+gigabytes is refused, not buffered). Failures are sorted the way the service contract wants them: timeouts, connection
 errors, malformed HTTP, 408/409/425/429 and 5xx are transient (retried by the stage with backoff);
 other 4xx and answers that are not a chat completion are permanent (the row is rejected with the
 reason). A kept-alive connection the server closed while idle is retried once on a fresh one.
@@ -28,6 +29,7 @@ from assay.pipeline.service import PermanentError, TransientError
 
 TRANSIENT_STATUS = {408, 409, 425, 429}
 MAX_HEAD = 64 * 1024  # status line and headers
+MAX_RESPONSE = 64 * 1024 * 1024  # a chat completion is kilobytes; the cap is for servers gone wrong
 RECV = 256 * 1024
 
 
@@ -40,6 +42,10 @@ class _Closed(Exception):
 
 
 class _BadHTTP(Exception):
+    pass
+
+
+class _TooLarge(Exception):
     pass
 
 
@@ -62,25 +68,29 @@ class _Connection:
 
 class OpenAIClient:
     def __init__(self, base_url: str, api_key: str | None = None, timeout_s: float = 120.0,
-                 headers: dict[str, str] | None = None):
+                 headers: dict[str, str] | None = None, max_response_bytes: int = MAX_RESPONSE):
         parts = urlsplit(base_url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base URL {base_url!r}: expected http(s)://host[:port][/path], e.g. http://127.0.0.1:8000/v1")
         self.scheme, self.host = parts.scheme, parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.path = (parts.path or "") + "/chat/completions"
-        self.timeout_s = timeout_s
+        self.timeout_s, self.max_response = timeout_s, max_response_bytes
         self.headers = {"Content-Type": "application/json", "Accept": "application/json", **(headers or {})}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
-        lines = [f"POST {self.path} HTTP/1.1", f"Host: {parts.netloc.rpartition('@')[2]}"]
-        lines += [f"{name}: {value}" for name, value in self.headers.items() if name.lower() != "content-length"]
-        self._head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
+        self.base_path, self.netloc = parts.path or "", parts.netloc.rpartition('@')[2]
+        self._head = (self._request_head("POST", self.path) + "Content-Length: ").encode("latin-1")
         self._tls = ssl.create_default_context() if parts.scheme == "https" else None
         self._local = threading.local()
         self._lock = threading.Lock()
         self._open: set[_Connection] = set()
         self._generation = 0  # close() ends every thread's connection: their next call opens a new one
+
+    def _request_head(self, method: str, path: str) -> str:
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.netloc}"]
+        lines += [f"{name}: {value}" for name, value in self.headers.items() if name.lower() != "content-length"]
+        return "\r\n".join(lines) + "\r\n"
 
     # ---- connections ---------------------------------------------------------------------------
 
@@ -131,7 +141,18 @@ class OpenAIClient:
     def post(self, payload: Any) -> tuple[int, bytes]:
         """POST a JSON payload (or bytes of one) to the chat-completions path: (status, body)."""
         body = payload if isinstance(payload, (bytes, bytearray)) else json.dumps(payload).encode()
-        message = self._head + b"%d\r\n\r\n" % len(body) + body
+        return self._exchange(self._head + b"%d\r\n\r\n" % len(body) + body)
+
+    def models(self) -> list[dict]:
+        """The server's GET /models list (`data`), or [] when it does not answer one."""
+        try:
+            status, data = self._exchange((self._request_head("GET", self.base_path + "/models") + "\r\n").encode("latin-1"))
+            listed = json.loads(data).get("data") if status == 200 else None
+        except (TransientError, PermanentError, ValueError, AttributeError):
+            return []
+        return [m for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
+
+    def _exchange(self, message: bytes) -> tuple[int, bytes]:
         deadline = time.monotonic() + self.timeout_s
         for attempt in (0, 1):
             conn, reused = None, False
@@ -140,7 +161,11 @@ class OpenAIClient:
                 reused = conn.used > 0
                 conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
                 conn.sock.sendall(message)
-                status, data, keep = _read_response(conn, deadline)
+                status, data, keep = _read_response(conn, deadline, self.max_response)
+            except _TooLarge as exc:
+                self._drop(conn)
+                raise PermanentError(f"answer larger than {self.max_response:,} bytes: {exc}",
+                                     reason="response_too_large") from None
             except _Closed as exc:
                 self._drop(conn)
                 if reused and not exc.answered and attempt == 0:  # closed while idle: a fresh connection
@@ -176,8 +201,9 @@ class OpenAIClient:
         return answer
 
 
-def _read_response(conn: _Connection, deadline: float) -> tuple[int, bytes, bool]:
-    """(status, body, whether the connection stays open) of the next response on `conn`."""
+def _read_response(conn: _Connection, deadline: float, cap: int = MAX_RESPONSE) -> tuple[int, bytes, bool]:
+    """(status, body, whether the connection stays open) of the next response on `conn`; a body
+    beyond `cap` bytes raises _TooLarge as soon as it is known to be (its length, or what came)."""
     while True:
         while (end := conn.buf.find(b"\r\n\r\n")) < 0:
             if len(conn.buf) > MAX_HEAD:
@@ -210,8 +236,10 @@ def _read_response(conn: _Connection, deadline: float) -> tuple[int, bytes, bool
         if status in (204, 304):
             return status, b"", keep
         if chunked:
-            return status, _read_chunked(conn, deadline), keep
+            return status, _read_chunked(conn, deadline, cap), keep
         if length is not None:
+            if length > cap:
+                raise _TooLarge(f"Content-Length {length:,}")
             while len(conn.buf) < length:
                 conn.recv_into_buf(deadline)
             data = bytes(conn.buf[:length])
@@ -219,6 +247,8 @@ def _read_response(conn: _Connection, deadline: float) -> tuple[int, bytes, bool
             return status, data, keep
         try:  # neither: the body runs to the end of the connection
             while True:
+                if len(conn.buf) > cap:
+                    raise _TooLarge(f"more than {cap:,} bytes before the end of the connection")
                 conn.recv_into_buf(deadline)
         except _Closed:
             pass
@@ -227,7 +257,7 @@ def _read_response(conn: _Connection, deadline: float) -> tuple[int, bytes, bool
         return status, data, False
 
 
-def _read_chunked(conn: _Connection, deadline: float) -> bytes:
+def _read_chunked(conn: _Connection, deadline: float, cap: int) -> bytes:
     out = bytearray()
     while True:
         while (eol := conn.buf.find(b"\r\n")) < 0:
@@ -238,6 +268,8 @@ def _read_chunked(conn: _Connection, deadline: float) -> bytes:
         except ValueError:
             raise _BadHTTP(f"bad chunk size {size_text[:20]!r}") from None
         del conn.buf[:eol + 2]
+        if len(out) + size > cap:
+            raise _TooLarge(f"a chunk of {size:,} bytes after {len(out):,}")
         if size == 0:  # trailers, then an empty line
             while (eol := conn.buf.find(b"\r\n")) != 0:
                 if eol < 0:

@@ -36,8 +36,8 @@ def completion_body(request: dict, content: str, finish_reason: str = "stop") ->
 
 class ScriptedServer:
     def __init__(self, script: Callable[[dict], Reply | str], latency_s: float = 0.0, host: str = "127.0.0.1",
-                 port: int = 0):
-        self.script, self.latency_s = script, latency_s
+                 port: int = 0, models: list[str] | None = None):
+        self.script, self.latency_s, self.models = script, latency_s, models
         self.requests: list[dict] = []
         self.in_flight = self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -80,6 +80,14 @@ class ScriptedServer:
             writer.close()
 
     async def _answer(self, path: str, raw: bytes, writer: asyncio.StreamWriter) -> bool:
+        if not path.endswith("/chat/completions"):  # GET /models lists `models`; `requests` are chat requests
+            body = {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]} \
+                if path.endswith("/models") and self.models is not None else {"error": "no route"}
+            data = json.dumps(body).encode()
+            writer.write(f"HTTP/1.1 {200 if 'data' in body else 404} X\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+            await writer.drain()
+            return True
         try:
             request = json.loads(raw) if raw else {}
         except ValueError:
@@ -89,7 +97,7 @@ class ScriptedServer:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            reply = self.script(request) if path.endswith("/chat/completions") else Reply(status=404, body={"error": "no route"})
+            reply = self.script(request)
             reply = Reply(content=reply) if isinstance(reply, str) else reply
             if self.latency_s or reply.delay_s:
                 await asyncio.sleep(self.latency_s + reply.delay_s)

@@ -17,7 +17,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from assay.pipeline.schema import PARENT_ID, REJECT_DETAIL, REJECT_REASON
-from assay.pipeline.service import PermanentError, ServiceParams, ServiceStage
+from assay.pipeline.service import CallProgress, PermanentError, ServiceParams, ServiceStage
 
 SEGMENTS_TYPE = pa.list_(pa.struct([pa.field("role", pa.string()), pa.field("text", pa.string())]))
 
@@ -95,6 +95,9 @@ class LLMStage(ServiceStage):
     def call(self, request: Any) -> Any:
         return self.backend.chat(request)
 
+    def cache_namespace(self) -> str:
+        return self.backend.identity()
+
     def chat_request(self, messages: list[dict], candidate: int, **overrides) -> dict:
         p = self.params
         request = {"model": p.model, "messages": messages, "temperature": p.temperature, "top_p": p.top_p,
@@ -144,8 +147,15 @@ class LLMStage(ServiceStage):
         # The local model decodes up to `concurrency` sequences per batch; twice as many callers keep
         # the next batch full while one decodes. An HTTP server sees `concurrency` requests at most.
         threads = self.params.concurrency * (1 if self.params.url else 2)
+        progress = CallProgress(self.stage_id, len(flat), "candidates")
+
+        def run(job: Job) -> tuple[dict, Tally]:
+            result, tally = self._run_job(job)
+            progress.tick("cache" if tally.counters.get("service_cache") and not tally.counters.get("service_call") else "call")
+            return result, tally
+
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            for job, (result, tally) in zip(flat, pool.map(self._run_job, flat)):
+            for job, (result, tally) in zip(flat, pool.map(run, flat)):
                 done[(job.row, job.candidate)] = result
                 for name, n in tally.counters.items():
                     self.stats.count(name, n)

@@ -145,9 +145,11 @@ def resolve_model(path: str | None) -> Path:
     if p.is_dir():
         return p
     if p.suffix == ".gguf" and p.exists():
-        return converted(p, f"{p.stem}-{_sha256(p)[:12]}-f32")
+        from assay.pipeline.io import content_digest  # remembered by stat: a large file is not read every run
+
+        return converted(p, f"{p.stem}-{content_digest(p)[:12]}-f32")
     raise UserError(f"model {path!r}: expected a model directory, a .gguf file or {DEFAULT_MODEL!r}")
 
 
 if __name__ == "__main__":
-    print(resolve_model(None))
+    print(f"local model ready: SmolLM2-135M-Instruct in {resolve_model(None)}")
