@@ -230,6 +230,160 @@ def run_grid(jobs: list[tuple[list, dict]], log: Path, work: Path, workers: int 
     return done
 
 
+def _run_probe(key: list, raw: dict, run_dir: str, averages: dict) -> dict:
+    """One run driven step by step (no run folder bookkeeping): held-out BPB of the raw weights at
+    every quarter of the run, and at the end of each weight average in `averages` (name -> ("ema",
+    horizon as a fraction of the steps) or ("tail", the last fraction of the steps, uniform))."""
+    import shutil
+
+    import torch
+
+    from assay.trainer.config import parse_train_config
+    from assay.trainer.evaluate import evaluate
+    from assay.trainer.train import Trainer
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+    Path(run_dir).mkdir(parents=True)
+    cfg = parse_train_config(raw)
+    cpu = time.process_time()
+    tr = Trainer(cfg, Path(run_dir), log=lambda m: None)
+    params = [p for p in tr.model.parameters()]
+    total = tr.total_steps
+    avg = {}
+    for name, (kind, frac) in averages.items():
+        start = total - max(1, int(frac * total)) if kind == "tail" else 0
+        avg[name] = {"kind": kind, "start": start, "decay": 1 - 1 / max(frac * total, 1), "n": 0,
+                     "w": [p.detach().clone() for p in params]}
+    held = cfg.eval.sets["held_out"]
+
+    def score() -> float:
+        return evaluate(tr.model, held, cfg.eval.batch_size, None, False, None)["bpb"]
+
+    curve, eval_cpu = [], 0.0
+    quarters = {int(total * q / 4) for q in (1, 2, 3)}
+    load = []
+    for step in range(1, total + 1):
+        tr.step()
+        with torch.no_grad():
+            for a in avg.values():
+                if a["kind"] == "ema":
+                    for w, p in zip(a["w"], params):
+                        w.lerp_(p, 1 - a["decay"])
+                elif step > a["start"]:
+                    a["n"] += 1
+                    for w, p in zip(a["w"], params):
+                        w.lerp_(p, 1 / a["n"])
+        if step % 25 == 0 or step == total:
+            load.append(round(max(m.telemetry(10, 0.1)["load_max_mean"] for m in tr.model.moe_layers()), 3)
+                        if tr.model.moe_layers() else None)
+        if step in quarters:
+            t = time.process_time()
+            curve.append([step * tr.tokens_per_step, round(score(), 4)])
+            eval_cpu += time.process_time() - t
+    t = time.process_time()
+    final = score()
+    curve.append([total * tr.tokens_per_step, round(final, 4)])
+    out = {"key": key, "bpb": final, "curve": curve, "load_max_mean": load}
+    with torch.no_grad():
+        saved = [p.detach().clone() for p in params]
+        for name, a in avg.items():
+            for p, w in zip(params, a["w"]):
+                p.copy_(w)
+            out[f"bpb_{name}"] = score()
+        for p, w in zip(params, saved):
+            p.copy_(w)
+    eval_cpu += time.process_time() - t
+    out["cpu_s"] = round(time.process_time() - cpu - eval_cpu + (eval_cpu / (len(averages) + len(curve))), 1)
+    out["eval_cpu_s"] = round(eval_cpu, 1)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return out
+
+
+# Seed-noise probes on the tuning corpus (the stdlib text of known_order.py): overrides of the
+# known-order config, each run on clean and junk30 over seeds 0-2 (issue #32).
+AVERAGES = {"ema10": ("ema", 0.10), "ema25": ("ema", 0.25), "tail25": ("tail", 0.25), "tail50": ("tail", 0.5)}
+NOISE_VARIANTS: dict[str, dict] = {
+    "base-1M": {},
+    "base-2M": {"tokens": 2_000_000},
+    "cos0-2M": {"tokens": 2_000_000, "optim": {"min_lr_ratio": 0.0}},
+    "wsd0-2M": {"tokens": 2_000_000, "optim": {"min_lr_ratio": 0.0, "schedule": "wsd", "decay_fraction": 0.3}},
+}
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(base.get(k, {}), v) if isinstance(v, dict) else v
+    return out
+
+
+def noise(variants: list[str], seeds: int = 3, arms=("clean", "junk30"), workers: int = 2) -> dict:
+    """Seed-to-seed noise of the known-order proxy under each variant, on the tuning corpus only."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    import multiprocessing
+
+    from assay.trainer.known_order import build_arms, clean_documents, known_order_config
+
+    work = ROOT / ".bench" / "noise"
+    paths = build_arms(work / "data", clean_documents(), {"clean": ("junk", 0.0), "junk10": ("junk", 0.1),
+                                                          "junk30": ("junk", 0.3)})
+    log = work / "runs.jsonl"
+    done = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    have = {json.dumps(r["key"]) for r in done}
+    jobs = []
+    for v in variants:
+        for s in range(seeds):
+            for arm in arms:
+                key = [v, arm, s]
+                if json.dumps(key) in have:
+                    continue
+                raw = _merge(known_order_config({"clean": paths[arm], "eval": paths["eval"]}), NOISE_VARIANTS[v])
+                jobs.append((key, dict(raw, seed=s, threads=1)))
+    if jobs:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            futs = [pool.submit(_run_probe, k, raw, str(work / "runs" / "-".join(map(str, k))), AVERAGES)
+                    for k, raw in jobs]
+            for fut in as_completed(futs):
+                res = fut.result()
+                done.append(res)
+                with open(log, "a") as fh:
+                    fh.write(json.dumps(res) + "\n")
+                print(f"  {res['key']}: BPB {res['bpb']:.4f} "
+                      + " ".join(f"{a} {res['bpb_' + a]:.4f}" for a in AVERAGES) + f" ({res['cpu_s']:.0f} CPU s)",
+                      flush=True)
+    return summarize_noise(done, variants)
+
+
+def summarize_noise(done: list[dict], variants: list[str]) -> dict:
+    res = {tuple(r["key"]): r for r in done}
+    out = {}
+    for v in variants:
+        row = {}
+        for metric in ["bpb"] + [f"bpb_{a}" for a in AVERAGES]:
+            vals = {arm: [res[(v, arm, s)][metric] for s in range(10) if (v, arm, s) in res]
+                    for arm in ("clean", "junk30", "junk10")}
+            if len(vals["clean"]) < 2:
+                continue
+            n = min(len(vals["clean"]), len(vals["junk30"]))
+            d = np.subtract(vals["junk30"][:n], vals["clean"][:n]) if n else np.array([])
+            row[metric] = {"clean": [round(x, 4) for x in vals["clean"]],
+                           "junk30": [round(x, 4) for x in vals["junk30"]],
+                           "clean_std": round(float(np.std(vals["clean"], ddof=1)), 4),
+                           "junk30_std": round(float(np.std(vals["junk30"], ddof=1)), 4) if n > 1 else None}
+            if n > 1:
+                row[metric].update(gap_stats(vals["clean"][:n], vals["junk30"][:n]),
+                                   paired_diff_std=round(float(np.std(d, ddof=1)), 4))
+        cpu = [res[(v, a, s)]["cpu_s"] for a in ("clean", "junk30") for s in range(3) if (v, a, s) in res]
+        row["cpu_s_per_run"] = round(float(np.mean(cpu)), 1) if cpu else None
+        out[v] = row
+        if "bpb" in row:
+            print(f"{v}: " + "; ".join(f"{m}: clean std {r['clean_std']}, gap {r.get('gap')}, "
+                                     f"{r.get('gap_over_seed_std')} std, paired p {r.get('paired_p')}"
+                                     for m, r in row.items() if isinstance(r, dict)), flush=True)
+    return out
+
+
 def gap_stats(a: list[float], b: list[float]) -> dict:
     """b's lead of a (BPB b - a), in pooled seed standard deviations, and the paired p-value."""
     from assay.trainer.ablate import paired_p
@@ -287,17 +441,20 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ablation", action="store_true", help="also run the known-order ablation")
-    ap.add_argument("--only", choices=["speed", "gpu", "ablation", "corpora"], default=None)
+    ap.add_argument("--only", choices=["speed", "gpu", "ablation", "corpora", "noise"], default=None)
     ap.add_argument("--ablation-tokens", type=int, default=1_000_000)
     ap.add_argument("--kinds", nargs="+", default=["news", "code", "multilingual", "docs"],
                     help="corpora: which ones, in order (docs is the split kept unseen; run it last)")
     ap.add_argument("--paired-only", action="store_true", help="corpora: only clean and junk30 on seeds 0-2")
+    ap.add_argument("--variants", nargs="+", default=list(NOISE_VARIANTS), help="noise: which variants")
     args = ap.parse_args(argv)
     modes = [args.only] if args.only else ["speed", "gpu"] + (["ablation"] if args.ablation else [])
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     for mode in modes:
         if mode == "ablation":
             results[mode] = ablation(tokens=args.ablation_tokens)
+        elif mode == "noise":
+            results[mode] = dict(results.get(mode, {}), **noise(args.variants))
         elif mode == "corpora":
             results[mode] = dict(results.get(mode, {}), **corpora(tuple(args.kinds), paired_only=args.paired_only))
         else:

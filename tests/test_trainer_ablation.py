@@ -60,3 +60,45 @@ def test_verdict_states_winner_gap_interval_p_value_and_caution():
     text = verdict(compare(close, "welch", 0.05)[0], arms, 0.05, "welch")
     assert "could not be told apart" in text and "does not say which data is better" in text
     assert "Caution" not in text
+
+
+ZH = ("据央视新闻消息，江苏省无锡市中级人民法院一审公开开庭审理了受贿一案。无锡市人民检察院起诉指控：被告人利用职务上的便利，"
+      "为有关单位和个人在企业经营、职务晋升等事项上提供帮助，非法收受财物。庭审中，检察机关出示了相关证据，被告人及其辩护人进行了质证。")
+EN = ("The reference manual describes the syntax and the core semantics of the language. It is terse, but "
+      "attempts to be exact and complete. The semantics of non-essential built-in object types are described elsewhere.")
+
+
+def _shared_pairs(a: str, b: str) -> float:
+    """The share of a's adjacent pairs of units (words, or characters in text without spaces) that b
+    also has."""
+    units = lambda t: t.split() if " " in t else list(t)  # noqa: E731
+    pairs = lambda t: set(zip(units(t), units(t)[1:]))  # noqa: E731
+    return len(pairs(a) & pairs(b)) / len(pairs(a))
+
+
+@pytest.mark.parametrize("text", [ZH, EN], ids=["chinese", "english"])
+def test_shuffled_junk_scrambles_text_in_every_script(text):
+    """Junk made by shuffling must be junk in scripts without spaces too: shuffling at spaces left
+    Chinese text intact (the multilingual known-order pair then ranked the junk arm first)."""
+    import random
+
+    from assay.trainer.known_order import _shuffled
+
+    junk = _shuffled(random.Random(0), text)
+    assert sorted(junk.replace(" ", "")) == sorted(text.replace(" ", ""))  # the same letters
+    assert _shared_pairs(junk, text) < 0.3
+
+
+def test_keyword_spam_is_in_the_documents_script():
+    import random
+
+    from assay.trainer.known_order import _keyword_spam, junk_documents
+
+    spam = _keyword_spam(random.Random(0), ZH, 400)
+    letters = [c for c in spam if c.isalpha()]
+    assert len(spam) >= 400 and all("\u4e00" <= c <= "\u9fff" for c in letters)
+    docs = [{"doc_id": f"d{i}", "source": "zh", "text": ZH} for i in range(200)]
+    junk = junk_documents(docs, 0.3)
+    size = lambda ds: sum(len(d["text"].encode()) for d in ds)  # noqa: E731
+    assert size(junk) / (size(junk) + size(docs)) == pytest.approx(0.3, abs=0.03)
+    assert {d["source"] for d in junk} == {"shuffled", "keywords", "boilerplate"}

@@ -4,8 +4,9 @@ Clean text ships with every Python: the language reference topics behind `help()
 source "reference") and the docstrings of standard-library modules (source "docstrings"). Documents
 are ~2 KB chunks cut at paragraph breaks; every 8th chunk (by a hash of its id) is held out for
 evaluation, so the eval set is disjoint from both arms. The junk arm is the same clean training set
-plus injected junk worth `junk_fraction` of its bytes: half web boilerplate (navigation, cookie and
-footer lines), half the clean documents' own words shuffled. At one token budget the clean arm must
+plus injected junk worth `junk_fraction` of its bytes: half clean documents with each sentence's words
+shuffled (characters, in scripts that do not space words), a quarter keyword spam in the documents'
+own script, a quarter web boilerplate (navigation, cookie and footer lines). At one token budget the clean arm must
 win held-out BPB; a proxy that misranks this pair is not fit for data decisions (trainer-notes §8.5).
 """
 from __future__ import annotations
@@ -14,6 +15,9 @@ import hashlib
 import importlib
 import inspect
 import random
+import re
+import string
+from collections import Counter
 from pathlib import Path
 
 from .bytes import write_byte_dataset
@@ -96,23 +100,69 @@ def _boilerplate(rng: random.Random, size: int) -> str:
     return "\n".join(lines)
 
 
+SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f\u061f\u0964])\s*")  # . ! ? and the CJK, Arabic, Devanagari marks
+KEYWORD_SEPARATORS = (" ", ", ", " | ", " - ", " / ")
+
+
+def _spaced(text: str) -> bool:
+    """Whether words are separated by spaces: at least one space per 20 characters (English has one
+    per 5 or 6; Chinese and Japanese have next to none)."""
+    return text.count(" ") * 20 >= len(text)
+
+
 def _shuffled(rng: random.Random, text: str) -> str:
-    words = text.split()
-    rng.shuffle(words)
-    return " ".join(words)
+    """The text with the units of each sentence shuffled: words where the script separates them with
+    spaces, characters where it does not (so a Chinese or Japanese sentence is as scrambled as an
+    English one; shuffling at spaces left such text nearly intact)."""
+    spaced, lines = _spaced(text), []
+    for line in text.split("\n"):
+        out = []
+        for sentence in filter(None, SENTENCE_END.split(line)):
+            units = sentence.split() if spaced else list(sentence)
+            rng.shuffle(units)
+            out.append((" " if spaced else "").join(units))
+        lines.append((" " if spaced else "").join(out))
+    return "\n".join(lines)
+
+
+def _keywords(text: str, n: int = 8) -> list[str]:
+    """The document's most frequent words of three or more letters, or where words are not spaced,
+    its most frequent two-letter character pairs: keywords in the document's own script."""
+    if _spaced(text):
+        words = (w.strip(string.punctuation + "\u201c\u201d\u00ab\u00bb\u0964").lower() for w in text.split())
+        units = [w for w in words if len(w) >= 3 and any(c.isalpha() for c in w)]
+    else:
+        letters = [c for c in text if c.isalpha()]
+        units = ["".join(p) for p in zip(letters, letters[1:])]
+    return [u for u, _ in Counter(units).most_common(n)] or text.split()[:1] or [text[:8]]
+
+
+def _keyword_spam(rng: random.Random, text: str, size: int) -> str:
+    """Lines of a document's keywords repeated with separators (SEO spam), in the document's script."""
+    keys, lines = _keywords(text), []
+    joiner = " " if _spaced(text) else ""
+    while sum(len(x) + 1 for x in lines) < size:
+        sep = rng.choice(KEYWORD_SEPARATORS)
+        lines.append(sep.join(rng.choice(keys) for _ in range(rng.randint(3, 10))) + joiner)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def junk_documents(clean: list[dict], fraction: float, seed: int = 0) -> list[dict]:
-    """Junk worth `fraction` of the result's bytes: half boilerplate, half shuffled clean words."""
+    """Junk worth `fraction` of the result's bytes: half clean documents with the words (characters,
+    in scripts without spaces) of each sentence shuffled, a quarter keyword spam in a clean document's
+    own script, a quarter web boilerplate (navigation, cookie and footer lines)."""
     rng = random.Random(seed)
     clean_bytes = sum(len(d["text"].encode()) for d in clean)
     target = fraction / (1 - fraction) * clean_bytes
     junk, made = [], 0
     while made < target:
-        if len(junk) % 2 == 0:
-            text, source = _boilerplate(rng, rng.randint(800, 2500)), "boilerplate"
+        doc = rng.choice(clean)["text"]
+        if len(junk) % 2 == 1:
+            text, source = _shuffled(rng, doc), "shuffled"
+        elif len(junk) % 4 == 0:
+            text, source = _keyword_spam(rng, doc, rng.randint(800, 2500)), "keywords"
         else:
-            text, source = _shuffled(rng, rng.choice(clean)["text"]), "shuffled"
+            text, source = _boilerplate(rng, rng.randint(800, 2500)), "boilerplate"
         junk.append({"doc_id": f"junk/{len(junk)}", "source": source, "text": text})
         made += len(text.encode())
     return junk
