@@ -340,8 +340,13 @@ def _execute(argv: list[str], files: dict[str, str | bytes], limits: Limits, iso
             kill()
         proc.wait()
         wall = time.monotonic() - started
-        for reader in (out.thread, err.thread, status):
-            reader.join(timeout=2)
+        # The supervisor's report is in once its pipe closes, which it does when it ends: wait for it
+        # (a loaded machine can take seconds to schedule the reader; without the report the verdict
+        # would be "killed"). The output pipes close too, unless the program (isolation none) left a
+        # child holding them.
+        status.join(timeout=60)
+        for reader in (out.thread, err.thread):
+            reader.join(timeout=10)
     except BaseException:  # Ctrl-C, or anything else: the sandbox goes first
         kill()
         proc.wait()

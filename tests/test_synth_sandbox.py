@@ -144,8 +144,8 @@ def test_tests_in_unittest_and_pytest_style_run(style):
 def test_infinite_loop_is_stopped():
     started = time.monotonic()
     result = run_python("while True:\n    pass\n", limits=Limits(timeout_s=1.5, cpu_s=1), isolation=ISOLATION)
-    assert result.verdict == "timeout" and result.limit in ("cpu", "wall")
-    assert time.monotonic() - started < 6
+    assert result.verdict == "timeout" and result.limit in ("cpu", "wall"), result
+    assert time.monotonic() - started < 30  # stopped, not left to run (a loaded machine is slow to start one)
 
 
 def test_memory_bomb_is_stopped():
