@@ -111,3 +111,31 @@ def test_sigkill_at_random_points_resumes_byte_identical(tmp_path, uninterrupted
 
 def test_ctrl_c_exits_130_and_resumes_identical(tmp_path, uninterrupted):
     run_trials(tmp_path, uninterrupted, trials=1, seed=11, sig=signal.SIGINT)
+
+
+def test_a_local_ray_goes_with_its_driver_killed_by_sigkill():
+    """#29: after kill -9 of a driver running a local Ray, Ray's dashboard and runtime-env agents
+    stayed up for up to a minute. Every process of that Ray is gone within 10 s."""
+    driver = subprocess.Popen([sys.executable, "-c",
+                               "import time\nfrom assay.pipeline.engines import get_engine\n"
+                               "get_engine('ray', {'workers': 1})\nprint('up', flush=True)\ntime.sleep(600)\n"],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert driver.stdout.readline().strip() == "up"
+        deadline = time.monotonic() + 30
+        while True:  # the agents come up shortly after the raylet
+            ray_processes = [p for p in psutil.Process(driver.pid).children(recursive=True)
+                             if any(m in " ".join(p.cmdline()) for m in ("/ray/", "ray::"))]
+            if any("Agent" in " ".join(p.cmdline()) for p in ray_processes) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert any("raylet" in " ".join(p.cmdline()) for p in ray_processes)
+        assert any("Agent" in " ".join(p.cmdline()) for p in ray_processes)
+        time.sleep(1.5)  # the watcher looks once a second
+        driver.kill()
+        driver.wait()
+        _, alive = psutil.wait_procs(ray_processes, timeout=10)
+        assert not alive, [" ".join(p.cmdline())[:80] for p in alive]
+    finally:
+        if driver.poll() is None:
+            driver.kill()

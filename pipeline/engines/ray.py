@@ -16,7 +16,11 @@ import pyarrow as pa
 
 from ..stage import Stage, Task
 from ..errors import UserError
+from .lifeline import watch_descendants
 from .base import Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages, visible_devices
+
+
+RAY_PROCESS_MARKS = ("/ray/", "ray::")  # in the command lines of a local Ray's processes (paths, worker titles)
 
 
 class _StageActor:
@@ -58,6 +62,8 @@ class RayEngine(Engine):
                 ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=options.worker_count(), **gpus,
                          include_dashboard=False, log_to_driver=forward,
                          object_store_memory=options.ray_object_store_mb * 1024 * 1024, ignore_reinit_error=True)
+                # ours to stop however this process ends (kill -9 left Ray's agents running for a minute)
+                watch_descendants(RAY_PROCESS_MARKS)
         import logging
 
         logging.getLogger("ray.data").setLevel(logging.WARNING if verbosity() < 2 else logging.INFO)
