@@ -44,7 +44,7 @@ def _publish_tokenizer(out: Path) -> None:
     """OUT/tokenizer.json: the tokenizer stage's artifact where other mixtures (the raw arm, the
     held-out set) and people can find it; rewritten only when it differs."""
     made = tokenizer_path(out).read_bytes()
-    published = Path(out) / TOKENIZER_JSON
+    published = storage.as_path(out) / TOKENIZER_JSON
     if not published.exists() or published.read_bytes() != made:
         atomic_write_text(published, made.decode())
 
@@ -117,7 +117,7 @@ def plan(mixture: Mixture, out: Path, engine: str = "local", options: dict | Non
     by_source = {name: pools.setdefault(path, Pool.load(path)) for name, path in tokenized.items()}
     slots = plan_mixture(mixture, by_source)
     notes = precision_notes(mixture, slots)
-    shown = (read_json_safe(Path(out) / PLAN_FILE) or {}).get("notes")
+    shown = (read_json_safe(out / PLAN_FILE) or {}).get("notes")
     for note in notes if notes != shown else ():  # said when the plan was made, not again on every rerun
         log(f"note: {note}")
     atomic_write_text(out / PLAN_FILE, json.dumps(

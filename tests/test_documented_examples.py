@@ -25,6 +25,8 @@ SLOW = {
     "assay run examples/recipes/demo.yaml --engine ray   --workdir runs/demo-ray": "the whole demo on Ray",
     "assay run recipe.yaml --engine spark --spark-master spark://10.0.0.5:7077": "a Spark cluster",
     "assay run recipe.yaml --engine ray   --ray-address 10.0.0.6:6379": "a Ray cluster",
+    "assay run recipe.yaml --engine spark --spark-master spark://10.0.0.5:7077 --workdir s3://bucket/runs/x":
+        "a Spark cluster writing to an S3 store",
     "assay train examples/train/tiny.yaml --out runs/tiny": "proxy training",
     "assay eval runs/tiny --data held_out=runs/train-data/eval": "a trained proxy",
     "assay ablate examples/train/ablation.yaml --out runs/ablation": "8 proxy trainings",
@@ -131,8 +133,12 @@ def slow_inputs(workspace):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("example", [e for e in ALL if e.line in SLOW], ids=lambda e: e.id)
-def test_slow_examples(slow_inputs, served, example):
+def test_slow_examples(slow_inputs, served, example, request):
     workspace = slow_inputs
+    if "s3://bucket/" in example.line:  # the documented store: a real one (SeaweedFS), its bucket and credentials
+        store = request.getfixturevalue("s3")
+        workspace.substitutions["s3://bucket/"] = f"s3://{store.current_bucket}/"
+        workspace.env.update(store.env)
     if example.line.startswith("assay eval ") and "runs/tiny" not in workspace.entries:
         train = next(e for e in ALL if e.line.startswith("assay train "))  # the proxy it evaluates, as documented
         result, where, _ = workspace.run(train, 1800)

@@ -120,7 +120,7 @@ def test_report_shows_sources_examples_params_and_order(local_demo, tmp_path):
     kept = final.group_by("source").aggregate([([], "count_all")]).to_pylist()
     for row in kept:
         assert f"<td>{row['source']}</td>" in page
-    listed = page.split("Final outputs: ", 1)[1].split("</p>", 1)[0].split(", ")
+    listed = page.split("Final outputs: ", 1)[1].split("</p>", 1)[0].split(". ", 1)[0].split(", ")
     assert finals[0] in listed and "rephrased" in listed  # every unread output: cleaning's and synthesis's
     example = Dataset(workdir / "pdfs").read_rejects().column("id").to_pylist()[0]
     assert example in page  # a rejected document shown under its reason

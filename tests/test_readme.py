@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from assay.pipeline.dataset import Dataset, write_table
 from assay.pipeline.runner import run_stage
 from assay.pipeline.schema import make_docs
@@ -33,3 +35,60 @@ def test_writing_a_stage_example_runs(tmp_path):
     acronyms.write_text("ESA\n")
     again = run_stage(namespace["NoShouting"](params), [docs2], tmp_path / "out2", options={"workers": 1})
     assert not again.skipped and again.manifest["counts"]["rejected"]["shouting"]["rows"] == 1
+
+
+def _demo_results():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("demo_results", README.parent / "examples" / "demo_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_states_the_recorded_demo_figures():
+    """The demo paragraph is the rendering of examples/demo-results.json (what `make demo` measured),
+    not typed: editing either alone fails here."""
+    import json
+
+    demo_results = _demo_results()
+    recorded = json.loads(demo_results.RESULTS.read_text())
+    block = demo_results.readme_block(README.read_text())
+    assert block == demo_results.render(recorded)
+    arms = recorded["arms"]
+    for arm, r in arms.items():  # the sentence carries every arm's figures as the file has them
+        assert f"{arm} {r['mean']:.3f} ± {r['std']:.3f}" in block
+    assert f"p = {recorded['p_value']:.2g}" in block
+    assert ("beat" in block) == recorded["significant"]
+
+
+@pytest.mark.slow
+def test_the_demo_ablation_gives_the_recorded_figures(local_demo, tmp_path):
+    """The demo's mixtures and ablation, rerun from the demo pipeline's outputs in a fresh folder laid
+    out as `make demo` leaves it, give the figures the README states (within what another CPU's float
+    rounding moves them) and the same verdict."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    _, workdir, _ = local_demo
+    shutil.copytree(README.parent / "examples", tmp_path / "examples")
+    demo = tmp_path / "runs" / "demo"
+    demo.mkdir(parents=True)
+    for stage_dir in workdir.iterdir():
+        if (stage_dir / "_manifest.json").exists():
+            (demo / stage_dir.name).symlink_to(stage_dir)
+    assay = [sys.executable, "-m", "assay.pipeline.cli"]
+    for argv in (["mix", "build", "examples/mixtures/step35-mini.yaml", "runs/demo/mix-step35", "--no-report"],
+                 ["mix", "build", "examples/mixtures/raw-arm.yaml", "runs/demo/mix-raw", "--no-report"],
+                 ["read", "jsonl", "examples/sample/heldout/heldout.jsonl.gz", "runs/demo-heldout"],
+                 ["mix", "build", "examples/mixtures/heldout.yaml", "runs/demo/mix-heldout", "--no-report"],
+                 ["ablate", "examples/train/demo-ablation.yaml", "--out", "runs/demo/ablation"]):
+        done = subprocess.run(assay + argv, cwd=tmp_path, capture_output=True, text=True, timeout=3600)
+        assert done.returncode == 0, done.stderr[-3000:]
+    measured = _demo_results().figures(demo)
+    recorded = json.loads((README.parent / "examples" / "demo-results.json").read_text())
+    assert measured["significant"] == recorded["significant"]
+    for arm, r in recorded["arms"].items():
+        assert abs(measured["arms"][arm]["mean"] - r["mean"]) < 0.01, (measured, recorded)
