@@ -646,11 +646,13 @@ def producer_of(root: Path) -> dict[str, Any] | None:
     return record.get("producer") or ({"stage": record["stage"], "legacy": True} if record.get("stage") else None)
 
 
-def check_replace(root: Path, producer: dict[str, Any], force: bool) -> None:
+def check_replace(root: Path, producer: dict[str, Any], force: bool, params: dict[str, Any] | None = None) -> None:
     """Refuse to replace a dataset another stage, another recipe or other params made, unless forced.
 
     A recipe owns its stage folders (an edited recipe re-runs them); a stage run on its own may redo
-    its own output (code, files or upstream changed; or resume) but not another command's."""
+    its own output (code, files or upstream changed; or resume) but not another command's. `params`
+    (the stage's, in full) are compared with those the dataset records where their digests differ:
+    params a newer Assay added or removed do not make the same command "another" one."""
     old = producer_of(root)
     if force or not old:
         return
@@ -662,10 +664,19 @@ def check_replace(root: Path, producer: dict[str, Any], force: bool) -> None:
     complete = read_json_safe(storage.as_path(root) / MANIFEST) is not None  # else the partial output of a failed run
     same_owner = old.get("owner") == producer.get("owner")
     same = same_owner and (producer.get("owner") is not None or (
-        old.get("stage") == producer.get("stage") and (old.get("params") == producer.get("params") or not complete)))
+        old.get("stage") == producer.get("stage") and (old.get("params") == producer.get("params") or not complete
+                                                       or _same_given(_record(storage.as_path(root)), params))))
     if not same:
         raise OutputRefused(f"{root}: holds {_describe(old)}; this run would replace it with {_describe(producer)} "
                             "(pass --force to replace it, or choose another output)")
+
+
+def _same_given(record: dict[str, Any] | None, params: dict[str, Any] | None) -> bool:
+    """Every param both the recorded run and this one have holds the same value."""
+    before = (record or {}).get("params")
+    if not isinstance(before, dict) or params is None:
+        return False
+    return all(before[k] == params[k] for k in before.keys() & params.keys())
 
 
 def _describe(producer: dict[str, Any]) -> str:

@@ -106,7 +106,7 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
         return StageResult(stage.stage_id, out, existing, skipped=True)
     made_by = producer(stage, owner)
     Lease.check_free(out)
-    check_replace(out, made_by, force if replace is None else replace)
+    check_replace(out, made_by, force if replace is None else replace, json.loads(stage.params_json()))
     eng = _as_engine(engine, options)
     tasks = [] if isinstance(stage, GlobalStage) else stage.tasks(datasets)  # list inputs before touching `out`
     with Lease(out, fp, made_by, owns=stage.owned_names) as lease:
@@ -202,9 +202,9 @@ def run_fused(stages: Sequence[Stage], inputs: Sequence[Dataset | str | os.PathL
     if not force and all(m and m.get("fingerprint") == fp for m, fp in zip(existing, fps)):
         return [StageResult(s.stage_id, o, m, skipped=True) for s, o, m in zip(stages, outs, existing)]
     made_by = [producer(stage, owner) for stage in stages]
-    for out, who in zip(outs, made_by):
+    for stage, out, who in zip(stages, outs, made_by):
         Lease.check_free(out)
-        check_replace(out, who, force if replace is None else replace)
+        check_replace(out, who, force if replace is None else replace, json.loads(stage.params_json()))
     eng = _as_engine(engine, options)
     tasks = stages[0].tasks(datasets)
     schemas = [stages[0].output_schema([ds.schema for ds in datasets])]

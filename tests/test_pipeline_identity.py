@@ -204,6 +204,25 @@ def test_another_stage_or_params_do_not_replace_an_output_without_force(docs, tm
         run_stage(SlowUpper({"seconds_per_batch": 0.001}), [docs], other, engine=ENGINE)
 
 
+def test_a_param_a_newer_assay_added_does_not_make_the_same_command_another(docs, tmp_path):
+    """`make demo` after an upgrade: the stage's params gained a field (with its default), so their
+    digest differs, but every param the old run had is unchanged: the rerun replaces its own output."""
+    out = tmp_path / "out"
+    run_stage(SlowUpper({"seconds_per_batch": 0}), [docs], out, engine=ENGINE)
+    manifest = json.loads((out / "_manifest.json").read_text())
+    manifest["params"].pop("seconds_per_batch")  # as an older Assay, without that param, recorded it
+    manifest["producer"]["params"] = "0123456789abcdef"
+    manifest["fingerprint"] = "older"
+    (out / "_manifest.json").write_text(json.dumps(manifest))
+    again = run_stage(SlowUpper({"seconds_per_batch": 0}), [docs], out, engine=ENGINE)
+    assert not again.skipped and again.manifest["producer"]["params"] != "0123456789abcdef"
+    manifest = json.loads((out / "_manifest.json").read_text())
+    manifest["producer"]["params"], manifest["fingerprint"] = "0123456789abcdef", "older"
+    (out / "_manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(OutputRefused, match="other params"):  # a param both have, with another value
+        run_stage(SlowUpper({"seconds_per_batch": 0.001}), [docs], out, engine=ENGINE)
+
+
 def test_a_recipe_does_not_take_over_another_recipes_workdir(tmp_path):
     from assay.pipeline.recipe import load_recipe
     from assay.pipeline.runner import run_recipe
