@@ -44,6 +44,7 @@ demo: setup
 	$(BIN)/assay mix build examples/mixtures/heldout.yaml runs/demo/mix-heldout --no-report
 	$(BIN)/assay ablate examples/train/demo-ablation.yaml --out runs/demo/ablation
 	$(BIN)/assay report runs/demo
+	$(BIN)/python examples/demo_results.py runs/demo --lenient
 
 # Exit code 5 means pytest collected no tests: that is a failure here, never a silent pass.
 # `slow` marks statistical checks that benchmarks/ repeat at full size (the trainer's known-order
