@@ -113,6 +113,31 @@ def watchdog_overhead(pages: dict[str, str]) -> dict[str, float]:
     return rates
 
 
+def worker_memory(pages: list[bytes], modes: tuple[str, ...] = ("precise", "native")) -> dict[str, dict]:
+    """Peak memory of the extraction child (the per-worker process `extract.html` runs pages in) over
+    the same pages, per mode: its VmHWM from /proc, and how far it grew past its size after the first
+    page (the fork shares the parent's pages, which both modes inherit alike)."""
+    from assay.extractors.html import extract_html
+    from assay.extractors.limits import Watchdog
+
+    def status(pid: int, key: str) -> float:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    out = {}
+    for mode in modes:
+        with Watchdog(extract_html, timeout_s=60) as dog:
+            assert dog.run({"html": pages[0], "mode": mode}).ok
+            pid = dog._proc.pid
+            start = status(pid, "VmRSS")
+            for html in pages:
+                dog.run({"html": html, "mode": mode})
+            out[mode] = {"peak_mb": status(pid, "VmHWM"), "growth_mb": status(pid, "VmHWM") - start}
+    return out
+
+
 # ---- math and code -----------------------------------------------------------------------------
 
 _SCRIPT_TEX = re.compile(r"<script[^>]*type=[\"']math/tex[^\"']*[\"'][^>]*>(.*?)</script>", re.S | re.I)
@@ -566,11 +591,13 @@ def main() -> None:
     mathcode = {"magic-html": {name: math_code_scores(magic_html_pages(None), fn) for name, fn in systems.items()}}
     generated = {name: generated_scores(gen_dir, fn) for name, fn in systems.items()}
 
-    # 5. Wall time through the CLI, one worker, start-up included, on every page of this run.
+    # 5. Wall time through the CLI, one worker, start-up included, on every page of this run; and
+    # the extraction child's peak memory on the same pages, per mode.
     cli = None
+    folder = ROOT / ".bench" / "extraction-cli" / args.split
+    n_pages = _cli_folder(real, gen_dir, folder)
+    memory = worker_memory([p.read_bytes() for p in sorted(folder.glob("*.html"))])
     if not args.no_cli:
-        folder = ROOT / ".bench" / "extraction-cli" / args.split
-        n_pages = _cli_folder(real, gen_dir, folder)
         cli = dict(cli_wall_time(folder, args.rounds), pages=n_pages)
 
     names = list(systems)
@@ -608,6 +635,8 @@ def main() -> None:
     print(f"{'magic-html':20} " + " ".join(
         f"{_fmt(mh[n]['formula_recall']):>12} / {_fmt(mh[n]['code_exact_match']):>11}" for n in names)
         + f"   n={mh[names[0]]['formulas']}/{mh[names[0]]['code_blocks']}")
+    print(f"\nExtraction child's peak memory over the {n_pages} pages of this run: " + ", ".join(
+        f"{mode} {m['peak_mb']:.0f} MB (grew {m['growth_mb']:.0f} MB)" for mode, m in memory.items()))
     if cli:
         print(f"\nCLI wall time, {cli['pages']} pages, one worker, start-up included (median of {cli['rounds']}): "
               f"assay {cli['assay_s']:.1f} s, trafilatura {cli['trafilatura_s']:.1f} s, speed-up {cli['speedup']:.2f}x "
@@ -624,7 +653,7 @@ def main() -> None:
     results.write_text(json.dumps({
         "split": args.split, "aeb": aeb, "aeb_pages": len(pages), "watchdog": overhead, "snippets": snip,
         "forum": forum, "forum_pages": len(fpages), "math_code": mathcode, "generated": generated,
-        "per_family": args.per_family, "cli": cli,
+        "per_family": args.per_family, "cli": cli, "worker_memory": memory,
         "trafilatura_version": trafilatura.__version__, "python": platform.python_version(),
         "machine": platform.machine(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }, indent=2, sort_keys=True))

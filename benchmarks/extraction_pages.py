@@ -879,6 +879,338 @@ def fam_tables(ctx: Ctx) -> tuple[str, dict]:
     return shell(ctx, blocks[0][1], "\n".join(html_parts)), truth
 
 
+# ---- families of issue #30, second part: AsciiMath, long LibreTexts pages, MathML for a CDN
+# script, Javadoc ---------------------------------------------------------------------------------
+
+_TEX_TO_AM = {
+    "frac": None, "dfrac": None, "tfrac": None, "sqrt": None, "text": None, "textrm": None, "mathrm": None,
+    "cdot": "*", "times": "xx", "div": "-:", "pm": "+-", "mp": "-+", "le": "<=", "leq": "<=", "ge": ">=",
+    "geq": ">=", "ne": "!=", "neq": "!=", "infty": "oo", "ldots": "...", "dots": "...", "cdots": "cdots",
+    "to": "->", "rightarrow": "rarr", "Rightarrow": "=>", "Leftrightarrow": "<=>", "in": "in", "notin": "!in",
+    "approx": "~~", "equiv": "-=", "sim": "~", "cong": "~=", "angle": "/_", "circ": "@", "sum": "sum",
+    "prod": "prod", "int": "int", "partial": "del", "nabla": "grad", "cup": "uu", "cap": "nn",
+    "subset": "sub", "subseteq": "sube", "emptyset": "O/", "forall": "AA", "exists": "EE", "neg": "not",
+    "lfloor": "|__", "rfloor": "__|", "lceil": "|~", "rceil": "~|", "quad": "quad", "qquad": "qquad",
+    "overline": "bar", "bar": "bar", "hat": "hat", "vec": "vec", "dot": "dot", "tilde": "tilde", "mathbf": "bb",
+    "{": "{", "}": "}", "|": "||", "%": "%", ",": " ", ";": " ", "!": "", " ": " ", "displaystyle": "",
+    "left": "", "right": "", "triangle": "/_\\", "perp": "_|_", "mid": "|", "star": "***", "ast": "**",
+    **{f: f for f in ("sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "lim", "max", "min", "det",
+                      "gcd", "sinh", "cosh", "tanh", "arcsin", "arccos", "arctan")},
+    **{g: g for g in ("alpha beta gamma Gamma delta Delta epsilon varepsilon zeta eta theta Theta iota kappa "
+                      "lambda Lambda mu nu xi Xi pi Pi rho sigma Sigma tau upsilon phi Phi varphi chi psi Psi "
+                      "omega Omega").split()},
+}
+_MATHBB = {"R": "RR", "N": "NN", "Z": "ZZ", "Q": "QQ", "C": "CC"}
+_TEX_TOKEN = re.compile(r"\\[A-Za-z]+|\\.|[{}^_]|\s+|[A-Za-z]|\d+(?:\.\d+)?|.")
+
+
+def tex_to_asciimath(tex: str) -> str | None:
+    """The AsciiMath an author would write for a TeX formula of the common subset (fractions, roots,
+    scripts, Greek letters, operators, functions), or None when the formula has anything else. Whether
+    MathJax reads the result as the same formula is checked by rendering it (`_asciimath_formulas`)."""
+    toks = [t for t in _TEX_TOKEN.findall(tex) if not t.isspace()]
+    pos = 0
+
+    def group() -> str | None:  # {..} or one token, as AsciiMath
+        nonlocal pos
+        if pos >= len(toks):
+            return None
+        if toks[pos] == "{":
+            pos += 1
+            out = seq("}")
+            pos += 1
+            return out
+        return seq(None, one=True)
+
+    def seq(end: str | None, one: bool = False) -> str | None:
+        nonlocal pos
+        out: list[str] = []
+        while pos < len(toks) and toks[pos] != end:
+            if toks[pos] == "}":
+                return None
+            tok = toks[pos]
+            pos += 1
+            if tok in ("^", "_"):
+                arg = group()
+                if arg is None:
+                    return None
+                piece = tok + ("(" + arg + ")" if len(arg.replace(" ", "")) > 1 else arg)
+            elif tok == "{":
+                inner = seq("}")
+                pos += 1
+                if inner is None:
+                    return None
+                piece = "{:" + inner + ":}"
+            elif tok.startswith("\\"):
+                name = tok[1:]
+                if name in ("frac", "dfrac", "tfrac"):
+                    a, b = group(), group()
+                    if a is None or b is None:
+                        return None
+                    piece = f"({a})/({b})"
+                elif name == "sqrt":
+                    if pos < len(toks) and toks[pos] == "[":
+                        pos += 1
+                        n = seq("]")
+                        pos += 1
+                        a = group()
+                        if n is None or a is None:
+                            return None
+                        piece = f"root({n})({a})"
+                    else:
+                        a = group()
+                        if a is None:
+                            return None
+                        piece = f"sqrt({a})"
+                elif name in ("text", "textrm", "mathrm"):
+                    if pos >= len(toks) or toks[pos] != "{":
+                        return None
+                    depth, start = 0, pos
+                    while pos < len(toks):
+                        depth += toks[pos] == "{"
+                        depth -= toks[pos] == "}"
+                        pos += 1
+                        if depth == 0:
+                            break
+                    words = "".join(toks[start + 1:pos - 1])
+                    if not re.fullmatch(r"[A-Za-z ]+", words):
+                        return None
+                    piece = f'"{words}"'
+                elif name == "mathbb":
+                    a = group()
+                    if a not in _MATHBB:
+                        return None
+                    piece = _MATHBB[a]
+                elif name in ("overline", "bar", "hat", "vec", "dot", "tilde", "mathbf"):
+                    a = group()
+                    if a is None:
+                        return None
+                    piece = f"{_TEX_TO_AM[name]}({a})"
+                elif name in ("left", "right"):
+                    if pos < len(toks) and toks[pos] in ("\\{", "\\}", "\\|", "."):
+                        mark = toks[pos]
+                        pos += 1
+                        piece = {"\\{": "{", "\\}": "}", "\\|": "||", ".": "{:" if name == "left" else ":}"}[mark]
+                    else:
+                        piece = ""
+                elif name in _TEX_TO_AM:
+                    piece = _TEX_TO_AM[name]
+                else:
+                    return None
+            elif tok.isalpha():
+                piece = tok
+            else:
+                piece = tok
+            out.append(piece)
+            if one:
+                break
+        # Letters apart, so that "xi" stays x times i and is not read as the Greek letter.
+        return " ".join(out)
+
+    try:
+        out = seq(None)
+    except IndexError:
+        return None
+    return " ".join(out.split()) if out else None
+
+
+def _leaves_of_mathml(mml: str) -> str:
+    """The symbols of MathML in reading order (NFKC, no invisible operators, U+2212 as '-'): what
+    the benchmark's symbol match compares."""
+    import unicodedata
+
+    from lxml import etree
+
+    root = etree.fromstring(mml.encode())
+    out = []
+    for el in root.iter():
+        if isinstance(el.tag, str) and el.tag.rsplit("}", 1)[-1] in ("mi", "mn", "mo", "mtext", "ms") and el.text:
+            out.append(re.sub(r"[\u2061-\u2064\u200b\s]", "", unicodedata.normalize("NFKC", el.text)))
+    return "".join(out).replace("\u2212", "-")
+
+
+def _asciimath_formulas(ctx: Ctx, n: int) -> list[tuple[str, str]]:
+    """(TeX, AsciiMath) pairs from the formula pool that MathJax's AsciiMath input reads as the same
+    symbols, in the same order, as the TeX (latex2mathml's reading of it)."""
+    from latex2mathml.converter import convert
+
+    if not hasattr(ctx, "am_pool"):
+        pool = []
+        for tex in ctx.formulas:
+            am = tex_to_asciimath(tex)
+            if am is None or "`" in am:
+                continue
+            got = ctx.node.render(kind="am2mml", tex=am, display=False)
+            try:
+                want = _leaves_of_mathml(convert(tex))
+            except Exception:  # latex2mathml raises many types on TeX it does not know
+                continue
+            if got and _leaves_of_mathml(got) == want:
+                pool.append((tex, am))
+            if len(pool) >= 400:
+                break
+        ctx.am_pool = pool
+    return [ctx.rng.choice(ctx.am_pool) for _ in range(n)]
+
+
+def fam_asciimath(ctx: Ctx) -> tuple[str, dict]:
+    """MathJax pages written in AsciiMath: backticks in the served text read by MathJax 3's
+    input/asciimath or MathJax 2's AM_CHTML configuration, or (a page saved after MathJax 2 ran)
+    `<script type="math/asciimath">` beside its preview. Formulas whose AsciiMath MathJax reads as
+    the TeX's symbols (`_asciimath_formulas`); scored by symbols."""
+    rng = ctx.rng
+    style = rng.choice(["mathjax3", "mathjax2", "mathjax2-saved"])
+    blocks = ctx.doc(rng.randint(3, 6), (1, 3), 0, display_share=0.25)
+    pairs = dict(_asciimath_formulas(ctx, sum(1 for b in blocks for x in (b[1] if b[0] == "p" else [b])
+                                                if isinstance(x, tuple) or b[0] == "dm")))
+    it = iter(list(pairs.items()) * 4)
+    am_of: dict[str, str] = {}
+
+    def swap(b):  # the pool's formulas replaced by ones that have an AsciiMath twin
+        if b[0] == "dm":
+            tex, am = next(it)
+            am_of[tex] = am
+            return ("dm", tex)
+        if b[0] == "p":
+            parts = []
+            for x in b[1]:
+                if isinstance(x, tuple):
+                    tex, am = next(it)
+                    am_of[tex] = am
+                    x = ("m", tex)
+                parts.append(x)
+            return ("p", parts)
+        return b
+
+    blocks = [swap(b) for b in blocks]
+
+    def formula(tex: str, display: bool) -> str:
+        am = am_of[tex]
+        if style == "mathjax2-saved":
+            typ = "math/asciimath; mode=display" if display else "math/asciimath"
+            return f"<span class='MathJax_Preview'>{esc(am)}</span><script type='{typ}'>{esc(am)}</script>"
+        return esc(f"`{am}`")
+
+    body = render_blocks(blocks, lambda t: formula(t, False), lambda t: f"<p>{formula(t, True)}</p>",
+                         lambda c, lang: "")
+    if style == "mathjax3":
+        head = ("<script>MathJax = {loader: {load: ['input/asciimath', 'output/chtml']}};</script>"
+                "<script id='MathJax-script' async src='https://cdn.jsdelivr.net/npm/mathjax@3/es5/startup.js'></script>")
+    else:
+        head = "<script src='https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/MathJax.js?config=AM_CHTML'></script>"
+    return shell(ctx, blocks[0][1], body, head=head), truth_of(blocks, match="symbols")
+
+
+def fam_mathml_cdn(ctx: Ctx) -> tuple[str, dict]:
+    """MathML served in the page (as MathJax 3 builds it from TeX: no TeX annotation, no alttext)
+    and rendered in the browser by MathJax's mml-chtml script from a CDN; scored by symbols."""
+    blocks = _node_blocks(ctx, "tex2mml", math_doc(ctx))
+    r = ctx.node.render
+
+    def strip_ns(mml: str) -> str:
+        return mml if ctx.rng.random() < 0.5 else mml.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "")
+
+    body = render_blocks(blocks, lambda t: strip_ns(r(kind="tex2mml", tex=t, display=False)),
+                         lambda t: "<p>" + strip_ns(r(kind="tex2mml", tex=t, display=True)) + "</p>",
+                         lambda c, lang: f"<pre><code>{esc(c)}</code></pre>")
+    head = "<script id='MathJax-script' async src='https://cdn.jsdelivr.net/npm/mathjax@3/es5/mml-chtml.js'></script>"
+    return shell(ctx, blocks[0][1], body, head=head), truth_of(blocks, match="symbols")
+
+
+def fam_libretexts(ctx: Ctx) -> tuple[str, dict]:
+    """A long MindTouch (LibreTexts) textbook page as the server sends it: MathJax 2 from its CDN
+    reading `\\(..\\)`/`\\[..\\]`, 15-30 sections, example/exercise/note boxes, a long table of
+    contents, a page-rating widget and license footer: a page where a selector that keeps one block
+    keeps a few kB of a long text."""
+    rng = ctx.rng
+    blocks = ctx.doc(rng.randint(15, 30), (1, 3), 0, display_share=0.3)
+    boxed: list[str] = []
+    box_n = 0
+    for b in blocks:
+        inner = render_blocks([b], lambda t: esc("\\(" + t + "\\)"),
+                              lambda t: "<p class='mt-align-center'>" + esc("\\[" + t + "\\]") + "</p>", lambda c, lang: "",
+                              head=lambda t, i: f"<h2 class='editable'><span class='mt-font-size-28'>{esc(t)}</span></h2>")
+        if b[0] in ("p", "dm") and rng.random() < 0.3:
+            box_n += 1
+            kind = rng.choice(["example", "exercise", "note"])
+            title = {"example": f"Example {box_n}", "exercise": f"Exercise {box_n}", "note": "Note"}[kind]
+            boxed.append(f"<div class='box-{kind}'><p class='boxtitle'><strong>{title}</strong></p>{inner}</div>")
+        else:
+            boxed.append(inner)
+    toc = "".join(f"<li class='mt-sortable-listing'><a href='/Bookshelves/Chapter_{i}'>{i}.{j}: "
+                  f"{esc(ctx.sentence()[:40])}</a></li>" for i in range(1, 4) for j in range(1, 9))
+    title = blocks[0][1]
+    head = ("<script type='text/x-mathjax-config'>MathJax.Hub.Config({tex2jax: {inlineMath: [['\\\\(','\\\\)']]}});</script>"
+            "<script src='https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/MathJax.js?config=TeX-AMS_HTML'></script>")
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)} - Mathematics LibreTexts</title>"
+            f"{head}</head><body class='mt-page columbia-page-main'><div id='elm-header'>{_links(rng, 6, 'elm-nav')}</div>"
+            f"<div class='elm-skin-container'><nav class='elm-nav-container'><ul>{toc}</ul></nav>"
+            f"<div id='elm-main-content' class='elm-content-container'><h1 id='title'>{esc(title)}</h1>"
+            f"<div class='mt-content-container'>{''.join(boxed)}</div>"
+            f"<div class='mt-page-rating'>Was this article helpful? <a href='#'>Yes</a> <a href='#'>No</a></div>"
+            f"<div class='mt-license'>This page titled {esc(title)} is shared under a CC BY-NC-SA 4.0 license and was "
+            f"authored, remixed, and/or curated by the LibreTexts team.</div></div></div>"
+            f"<footer class='elm-footer'>{_links(rng, 5)}</footer></body></html>")
+    return page, truth_of(blocks)
+
+
+_JAVADOC_ROOT = OUT / "javadoc-build"
+
+
+def _javadoc_comment(ctx: Ctx, n_code: int, codes: list[str]) -> str:
+    """A doc comment: sentences, and code examples in <pre>{@code ...}</pre> (lines kept as they are:
+    `*` then the line, no space, so javadoc's margin strip leaves the indentation)."""
+    lines = [esc(ctx.sentence()), ""]
+    for _ in range(n_code):
+        for _ in range(10):
+            lang, src = ctx.rng.choice(ctx.code)
+            if src.count("{") == src.count("}") and "*/" not in src and not re.search(r"(?m)^\s*@", src) \
+                    and "\\u" not in src:
+                break
+        else:
+            continue
+        codes.append(src)
+        lines += ["<p>" + esc(ctx.sentence()) + "</p>", "<pre>{@code", *src.split("\n"), "}</pre>"]
+    lines += ["", "@param x " + esc(ctx.sentence()[:60]), "@return " + esc(ctx.sentence()[:60])]
+    return "/**\n" + "\n".join("*" + line for line in lines) + "\n*/"
+
+
+def fam_javadoc(ctx: Ctx) -> tuple[str, dict]:
+    """A class page written by the JDK's own javadoc (the `javadoc` on PATH) from a class whose
+    comments hold prose and `<pre>{@code ...}</pre>` examples: the member summary tables, signatures,
+    navigation bars and inherited-method lists around them are javadoc's. Scored on the blocks that
+    javadoc printed verbatim."""
+    import shutil as _shutil
+
+    if _shutil.which("javadoc") is None:
+        raise SystemExit("the javadoc family needs a JDK's javadoc on PATH")
+    rng = ctx.rng
+    n = getattr(ctx, "javadoc_n", 0)
+    ctx.javadoc_n = n + 1
+    name = f"Sample{n}"
+    src_dir = _JAVADOC_ROOT / f"src{n}" / "org" / "example"
+    out_dir = _JAVADOC_ROOT / f"out{n}"
+    _shutil.rmtree(_JAVADOC_ROOT / f"src{n}", ignore_errors=True)
+    _shutil.rmtree(out_dir, ignore_errors=True)
+    src_dir.mkdir(parents=True)
+    codes: list[str] = []
+    methods = []
+    for m in range(rng.randint(2, 5)):
+        methods.append(_javadoc_comment(ctx, rng.randint(0, 2), codes) +
+                       f"\npublic static int method{m}(int x) {{ return x + {m}; }}\n")
+    java = (f"package org.example;\n\n{_javadoc_comment(ctx, 1, codes)}\npublic final class {name} {{\n"
+            f"private {name}() {{}}\n" + "\n".join(methods) + "}\n")
+    (src_dir / f"{name}.java").write_text(java, encoding="utf-8")
+    subprocess.run(["javadoc", "-quiet", "-Xdoclint:none", "-notimestamp", "-d", str(out_dir),
+                    "-sourcepath", str(_JAVADOC_ROOT / f"src{n}"), "org.example"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    page = (out_dir / "org" / "example" / f"{name}.html").read_text(encoding="utf-8")
+    from lxml import html as lxml_html
+
+    printed = [pre.text_content().strip("\n") for pre in lxml_html.fromstring(page).iter("pre")]
+    return page, {"formulas": [], "code": [c for c in codes if any(c in p for p in printed)]}
+
+
 FAMILIES = {
     # math
     "pandoc-mathml": fam_pandoc("--mathml"),
@@ -908,6 +1240,10 @@ FAMILIES = {
     "doctest": fam_doctest,
     "forum-divcode": fam_forum_divcode,
     "tables": fam_tables,
+    "asciimath": fam_asciimath,
+    "mathml-cdn": fam_mathml_cdn,
+    "libretexts-long": fam_libretexts,
+    "javadoc": fam_javadoc,
 }
 
 

@@ -13,8 +13,8 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from assay.pipeline import storage
 from assay.pipeline.dataset import Counts, ShardWriter
 from assay.pipeline.schema import REJECT_DETAIL, REJECT_REASON, text_bytes
 from assay.pipeline.stage import set_column
@@ -35,7 +35,7 @@ def list_shards(inputs: Sequence) -> list[Shard]:
     shards, offset = [], 0
     for ds in inputs:
         for path in ds.shards():
-            meta = pq.ParquetFile(path).metadata
+            meta = storage.parquet_file(path).metadata
             rows = meta.num_rows
             decoded = sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups))
             shards.append(Shard(len(shards), str(path), offset, rows, decoded))
@@ -46,7 +46,7 @@ def list_shards(inputs: Sequence) -> list[Shard]:
 def iter_shard_batches(shard: Shard, batch_rows: int, columns=None):
     """(first node id, table) for each batch of a shard."""
     node = shard.offset
-    for batch in pq.ParquetFile(shard.path).iter_batches(batch_size=batch_rows, columns=columns):
+    for batch in storage.parquet_file(shard.path).iter_batches(batch_size=batch_rows, columns=columns):
         table = pa.Table.from_batches([batch])
         yield node, table
         node += table.num_rows
@@ -108,7 +108,7 @@ def read_column_at(shards: Sequence[Shard], nodes: np.ndarray, column: str) -> p
         hi = np.searchsorted(sorted_nodes, shard.offset + shard.rows)
         if lo == hi:
             continue
-        col = pq.read_table(shard.path, columns=[column]).column(column)
+        col = storage.read_parquet(shard.path, columns=[column]).column(column)
         picked = pc.take(col, pa.array(sorted_nodes[lo:hi] - shard.offset)).to_pylist()
         for pos, value in zip(order[lo:hi].tolist(), picked):
             out[pos] = value

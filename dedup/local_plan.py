@@ -11,7 +11,8 @@ import time
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+
+from assay.pipeline import storage
 
 from .annotate import Shard, iter_shard_batches, list_shards, read_column_at, write_shard
 from .bandstore import BandStore
@@ -37,7 +38,7 @@ def collect_keys(stage, shards: list[Shard], store: BandStore, n: int, cache: di
     length = np.zeros(n, np.int64)
     score = np.full(n, np.nan) if p.keep == "quality" else None
     for shard in shards:
-        cols = None if cache is not None else read_columns(stage, pq.read_schema(shard.path))
+        cols = None if cache is not None else read_columns(stage, storage.parquet_file(shard.path).schema_arrow)
         batches = list(iter_shard_batches(shard, p.batch_rows, columns=cols))
         if cache is not None:
             cache[shard.index] = batches

@@ -24,6 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from assay.pipeline import storage
+
 from .annotate import Shard, iter_shard_batches, list_shards, write_shard
 from .components import star_edges
 from .hashing import splitmix64
@@ -79,7 +81,7 @@ def _shard_keys(stage, shard: Shard, partitions: int):
     length = np.zeros(shard.rows, np.int64)
     score = np.full(shard.rows, np.nan) if p.keep == "quality" else None
     parts: list[list[np.ndarray]] = [[] for _ in range(partitions)]
-    cols = read_columns(stage, pq.read_schema(shard.path))
+    cols = read_columns(stage, storage.parquet_file(shard.path).schema_arrow)
     for first, table in iter_shard_batches(shard, p.batch_rows, columns=cols):
         info = stage.node_info(table)
         local = np.arange(first - shard.offset, first - shard.offset + table.num_rows)

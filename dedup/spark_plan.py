@@ -18,6 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from assay.pipeline import storage
+
 from .annotate import Shard, iter_shard_batches, list_shards, write_shard
 from .local_plan import read_columns
 
@@ -32,7 +34,7 @@ def _node_rows(stage, shards: list[Shard]):
         for batch in batches:
             for idx in batch.column("shard").to_pylist():
                 shard = shards[idx]
-                cols = read_columns(stage, pq.read_schema(shard.path)) + ["id"]
+                cols = read_columns(stage, storage.parquet_file(shard.path).schema_arrow) + ["id"]
                 for first, table in iter_shard_batches(shard, stage.params.batch_rows, columns=list(dict.fromkeys(cols))):
                     info = stage.node_info(table)
                     keep = np.flatnonzero(info.valid)

@@ -28,6 +28,7 @@ _DROP_TAGS = ("script", "style", "noscript", "svg", "iframe", "template", "objec
               "nav", "footer", "aside", "select", "button", "input", "textarea", "link", "meta")
 # Landmarks that are never main content; pruned before extraction so every later pass walks less tree.
 _DROP_ROLES = frozenset(("navigation", "contentinfo", "complementary", "search"))
+_DROP_ROLES_NATIVE = _DROP_ROLES | {"dialog", "alertdialog"}
 _POST_QUOTE = re.compile(r"post|message|content|body|entry", re.I)
 # Charset names under which `decode_html` decoded the bytes strictly as UTF-8 (ASCII is a subset).
 _UTF8_NAMES = frozenset(("utf-8", "utf8", "ascii", "us-ascii"))
@@ -58,8 +59,13 @@ def decode_html(data: bytes | str, declared: str | None = None) -> tuple[str, st
 
 
 def _title(tree) -> str | None:
-    for xp in ("//meta[@property='og:title']/@content", "//title/text()", "//h1//text()"):
-        found = tree.xpath(xp)
+    head = tree.find("head")
+    for xp in (".//meta[@property='og:title']/@content", ".//title/text()", "//h1//text()"):
+        # The head first: it precedes the body, so what it holds is the page's first match anyway,
+        # and the body (most of the page) is searched only when the head has none.
+        found = head.xpath(xp) if head is not None and xp[0] == "." else None
+        if not found:
+            found = tree.xpath(xp.lstrip("."))
         if found:
             title = " ".join(str(found[0]).split())
             if title:
@@ -107,7 +113,7 @@ def _parse(html: str, utf8: bytes | None = None):
     return tree if tree is not None and len(tree) else None
 
 
-def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = None):
+def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = None, native: bool = False):
     from lxml import etree
 
     from .math import math_passes, rewrite_math
@@ -121,7 +127,8 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
     if passes is None:
         passes = math_passes(html)
     n_math = rewrite_math(tree, passes) if passes else 0
-    for el in _hidden_landmarks(tree):
+    hidden, found, bodies = _scan(tree, native)
+    for el in hidden:
         if el.getparent() is not None and el.tag not in ("html", "body"):
             el.drop_tree()  # keeps the tail: the text after a hidden anchor is content
     # Dropped before the code blocks are saved: a <script> (highlighter loaders) or a "Copy" <button>
@@ -150,16 +157,37 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
             pre.attrib.update(attrib)
             pre.text, pre.tail = text, tail
             _unwrap_code(pre, len(text))
-    posts = thread_posts(tree)  # forum/Q&A candidates; whether the page is a thread is decided later
+    posts = thread_posts(tree, found)  # forum/Q&A candidates; whether the page is a thread is decided later
     _loose_text_paragraphs(posts)
-    return _main_region(tree), n_math, code_blocks, title, posts
+    return _main_region(tree, bodies), n_math, code_blocks, title, posts
 
 
-def _hidden_landmarks(tree) -> list:
-    """Navigation, footer, sidebar and search landmarks, and hidden elements, in document order.
-    A Python walk: faster than the equivalent XPath on attributes."""
-    return [el for el in tree.iter("*")
-            if el.get("role") in _DROP_ROLES or el.get("aria-hidden") == "true" or el.get("hidden") is not None]
+def _scan(tree, native: bool = False) -> tuple[list, tuple[list, list], list]:
+    """One walk over the page (each walk costs as much as the parse's tenth; Python reads of a few
+    attributes are faster than XPath's tests on them): the elements to drop, and the candidates of
+    `threads.thread_posts` (schema.org items, classes with a post word), and `itemprop=articleBody`
+    elements (`_main_region`).
+    Dropped: navigation, footer, sidebar and search landmarks, and hidden elements; for
+    `mode=native` also dialogs and blocks a CSS framework hides (`native.script_hidden`)."""
+    from .native import script_hidden
+    from .threads import POST_HINT
+
+    roles = _DROP_ROLES_NATIVE if native else _DROP_ROLES
+    post_hint = POST_HINT.search
+    hidden, scoped, classed, bodies = [], [], [], []
+    for el in tree.iter("*"):  # inlined tests: a function call per element costs more than they do
+        cls = el.get("class")
+        if el.get("role") in roles or el.get("aria-hidden") == "true" or el.get("hidden") is not None or \
+                native and cls and ("hid" in cls or "none" in cls or "modal" in cls or "dialog" in cls or
+                                    "popup" in cls or "lightbox" in cls) and script_hidden(cls):
+            hidden.append(el)
+        if cls and post_hint(cls):
+            classed.append(el)
+        if el.get("itemprop") == "articleBody":
+            bodies.append(el)
+        if el.get("itemscope") is not None and el.get("itemtype") is not None:
+            scoped.append(el)
+    return hidden, (scoped, classed), bodies
 
 
 _CODE_WRAPPERS = ("div", "figure", "span", "section")
@@ -231,12 +259,16 @@ def new_body(tree):
     return etree.SubElement(root, "body")
 
 
-def _main_region(tree):
+def _main_region(tree, bodies: list):
     """When the page marks its article unambiguously (one <article> or itemprop=articleBody with
-    real text), extract from that subtree only: less tree to walk and less boilerplate to judge."""
+    real text), extract from that subtree only: less tree to walk and less boilerplate to judge.
+    `bodies`: the itemprop=articleBody elements `_scan` found (some may have been removed since)."""
+    from .threads import in_page
+
     found = [e for e in tree.iter("article") if len(e.text_content()) > 500]
     if len(found) != 1:
-        found = [e for e in tree.xpath("//*[@itemprop='articleBody']") if len(e.text_content()) > 500]
+        known: dict = {tree: True}
+        found = [e for e in bodies if in_page(e, known) and len(e.text_content()) > 500]
     if len(found) != 1:
         return tree
     body = new_body(tree)
@@ -308,17 +340,17 @@ def _fast(tree, code_blocks, include_comments: bool, posts: list):
     return text.strip(), stats
 
 
-def _native(tree, code_blocks, include_comments: bool, posts: list, title: str | None):
+def _native(tree, code_blocks, include_comments: bool, posts: list, title: str | None, ascii_only: bool):
     from .markdown import html_to_markdown
     from .native import select
     from .threads import is_thread, thread_region
 
-    text, stats = html_to_markdown(select(tree, title=title), code_blocks)
+    text, stats = html_to_markdown(select(tree, title=title, ascii_only=ascii_only), code_blocks)
     # Thread page: the selection is mostly one post of many; every post is content (see _precise).
     # Selection and pruning removed nodes, so the posts still in the tree are taken again.
     if include_comments and posts and (is_thread(text, posts) or _outweighs(posts, text)):
         region = thread_region(tree, [p for p in posts if _attached(p)])
-        text, stats = html_to_markdown(select(region, keep_all=True), code_blocks)
+        text, stats = html_to_markdown(select(region, keep_all=True, ascii_only=ascii_only), code_blocks)
     return text, stats
 
 
@@ -338,14 +370,15 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
     extraction child is busy with the page before."""
     html, charset = decode_html(item["html"], item.get("charset"))
     utf8 = item["html"] if charset in _UTF8_NAMES else None  # decoded strictly, so valid UTF-8
-    tree, n_math, code_blocks, title, posts = _prepare(html, item.get("math_passes"), utf8)
+    mode = item.get("mode", "precise")
+    tree, n_math, code_blocks, title, posts = _prepare(html, item.get("math_passes"), utf8, mode == "native")
     if tree is None:
         return {"text": "", "title": None, "meta": {"charset": charset}}
-    mode = item.get("mode", "precise")
     if mode == "fast":
         text, stats = _fast(tree, code_blocks, item.get("include_comments", True), posts)
     elif mode == "native":
-        text, stats = _native(tree, code_blocks, item.get("include_comments", True), posts, title)
+        text, stats = _native(tree, code_blocks, item.get("include_comments", True), posts, title,
+                              html.isascii() and "&#" not in html)  # no character reference to a CJK letter
     else:
         text, stats = _precise(tree, code_blocks, item.get("include_comments", True), posts)
     meta: dict[str, Any] = {"charset": charset, "extractor": f"assay-{item.get('mode', 'precise')}"}

@@ -74,8 +74,9 @@ class MarkdownWriter:
             return raw.strip()
         lines = [" ".join(line.split()) for line in raw.split("\n")]
         out = "\n".join(line for line in lines if line)
-        out, n = normalize_tex_delimiters(out)
-        self.stats.math += n
+        if "\\" in out:  # \( or \[ delimiters: most text has no backslash at all
+            out, n = normalize_tex_delimiters(out)
+            self.stats.math += n
         return out
 
     # -- blocks ---------------------------------------------------------------------------------

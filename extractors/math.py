@@ -13,6 +13,8 @@ import re
 
 from lxml import etree
 
+from .asciimath import asciimath_to_tex
+
 # ---- MathML → LaTeX ----------------------------------------------------------------------------
 
 _MO = {
@@ -220,15 +222,6 @@ def _only_renderings(parent, keep) -> bool:
     return True
 
 
-def _asciimath_to_tex(src: str) -> str:
-    # Only the forms that differ most from TeX; AsciiMath is otherwise close to TeX for simple input.
-    out = re.sub(r"\bsqrt\s*\(([^()]*)\)", r"\\sqrt{\1}", src)
-    out = re.sub(r"\(([^()]*)\)\s*/\s*\(([^()]*)\)", r"\\frac{\1}{\2}", out)
-    for a, b in (("<=", r"\leq "), (">=", r"\geq "), ("!=", r"\neq "), ("->", r"\to "), ("oo", r"\infty ")):
-        out = out.replace(a, b)
-    return out
-
-
 # Class names of the rendered copies that MathJax 2 and KaTeX put beside the source they render.
 _RENDERED_COPIES = frozenset((
     "MathJax_Preview", "MathJax", "MathJax_Display", "MathJax_SVG", "MathJax_SVG_Display", "MathJax_CHTML",
@@ -261,6 +254,9 @@ def _is_display(el) -> bool:
 # whole tree, and most pages have no formula at all).
 _PASS_MARKERS = {
     "script": ("math/",),
+    # MathJax reading AsciiMath between backticks: MathJax 3's input/asciimath, MathJax 2's AM_*
+    # configurations (their CDN paths say "mathjax", which the gate finds).
+    "asciimath": ("asciimath", "AM_"),
     "katex": ("katex",),
     "mjx": ("<mjx-",),
     "mathml": ("<math", "<MATH", ":math"),
@@ -314,7 +310,7 @@ def rewrite_math(root, passes: set[str] | None = None) -> int:
             continue
         display = "display" in typ.lower()
         if "asciimath" in typ.lower():
-            src = _asciimath_to_tex(src)
+            src = asciimath_to_tex(src)
         elif "mml" in typ.lower():
             try:
                 src = mathml_to_latex(etree.fromstring(src.encode()))
@@ -348,6 +344,8 @@ def rewrite_math(root, passes: set[str] | None = None) -> int:
         tex = _math_tex(el)
         _replace(_outer(el), _wrap(tex, display) if tex.strip() else "", display)
         count += 1
+    if "asciimath" in run:
+        count += _rewrite_backticks(root)
     if "img" in run:
         count += _rewrite_images(root)
     if "raw" in run:
@@ -369,6 +367,41 @@ def _math_tex(el) -> str:
     if alt and looks_like_tex(alt):
         return alt
     return mathml_to_latex(el)
+
+
+# ---- AsciiMath between backticks -----------------------------------------------------------------
+
+_BACKTICKS = re.compile(r"`([^`]+)`")
+_LITERAL = frozenset(("code", "pre", "kbd", "samp", "tt", "script", "style", "textarea"))
+
+
+def _rewrite_backticks(root) -> int:
+    """On a page whose MathJax reads AsciiMath, `` `...` `` in running text is a formula (MathJax's
+    default AsciiMath delimiter): each becomes `$tex$`. Not inside code, where backticks are code."""
+    count = 0
+
+    def convert(text: str) -> str:
+        nonlocal count
+
+        def one(m) -> str:
+            nonlocal count
+            count += 1
+            return _wrap(asciimath_to_tex(m.group(1)), False)
+
+        return _BACKTICKS.sub(one, text)
+
+    for el in root.iter():
+        if not isinstance(el.tag, str):
+            continue
+        if el.text and "`" in el.text and not _in_literal(el):
+            el.text = convert(el.text)
+        if el.tail and "`" in el.tail and (el.getparent() is None or not _in_literal(el.getparent())):
+            el.tail = convert(el.tail)
+    return count
+
+
+def _in_literal(el) -> bool:
+    return el.tag in _LITERAL or any(a.tag in _LITERAL for a in el.iterancestors())
 
 
 # ---- formula images ----------------------------------------------------------------------------

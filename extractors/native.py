@@ -4,19 +4,28 @@ written out as Markdown by `markdown.HtmlWriter`. No trafilatura in the loop.
 The prepared tree (`html._prepare`) already holds formulas as `$tex$` text, code as plain `<pre>`,
 and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
 
+0. `html._prepare` drops dialogs a script opens (class token `modal`, `dialog`, `popup`, `lightbox`;
+   `role=dialog`) and blocks a CSS framework hides on every screen (`hidden`, not `hidden md:block`).
 1. One bottom-up pass measures every element: its text, the share of that text inside links, and the
    text that is its own (text and inline children, not nested blocks): a *paragraph* when that is at
-   least `_MIN_PARAGRAPH` characters.
+   least `_MIN_PARAGRAPH` characters. On a Chinese/Japanese/Korean page a character counts as three
+   and a paragraph needs a full-width comma or stop (a list of headlines has none).
 2. Each paragraph scores by its length and its links (a line of links scores nothing) and gives its
    score to its parent, half to its grandparent, a third to the next ancestor: the container that
-   holds most of the page's running text wins. Class and id words add or subtract evidence
-   (`article`, `entry-content` for; `sidebar`, `related`, `comment`, `share` against), and the
-   container's own link density scales its score down (a menu of long titles).
-3. The winner's siblings join when they score a fair share of the winner, or are plain paragraphs
-   with few links (an article body split around an advertisement).
+   holds most of the page's running text wins; a paragraph over `_LONG` characters counts as more
+   than one (a body written as one block between `<br>`s, in a script without Latin commas). Class
+   and id words add or subtract evidence (`article`, `entry-content` for; `sidebar`, `related`,
+   `comment`, `share` against), and the container's own link density scales its score down (a menu
+   of long titles).
+3. The winner goes up to its parent while the parent adds more running text (paragraph text outside
+   links, in blocks not named as boilerplate) than other text: a body split over containers with
+   nothing in common, the other posts of a thread. Its siblings then join when they score a fair
+   share of it, or are plain paragraphs with few links (a body split around an advertisement).
 4. Inside the selection, blocks that read as boilerplate go: class/id evidence against them with a
-   small share of the text, link lists, headings that are links, blocks of images or form controls.
-   Code blocks and formulas are never pruned for their links or size.
+   small share of the text (not inside a selection itself so named, and not when blocks of the same
+   class together hold much of it: a thread of `comment` blocks), link lists, headings that are
+   links, blocks of images or form controls. Code blocks and formulas are never pruned for their
+   links or size.
 
 Repeated blocks across a site's pages are not used: the stage sees one page at a time.
 """
@@ -31,7 +40,7 @@ _NEGATIVE = re.compile(
     r"|promo\w*|sponsor\w*|subscribe|subscription|newsletter|signup|popup|modal|tags|taglist|tag-list|byline"
     r"|author-?bio|authorbox|about-author|pagination|pager|paging|skip|print|rating|toolbar|masthead|teasers?"
     r"|recommend\w*|outbrain|taboola|disqus|login|follow|shoutbox|dialog|overlay|trending|popular|most-?read"
-    r"|read-?more|more-stories|newsflash|sitemap|breaking|meta|post-meta|entry-meta|postmeta|widget-area|hidden"
+    r"|read-?more|more-stories|newsflash|sitemap|breaking|meta|post-meta|entry-meta|postmeta|widget-area|visually-hidden|sr-only|screen-reader-text"
     r"|jump|links|linklist|blogroll|archive|categories|category|signature|sig|userinfo|postprofile|profile"
     r"|avatar|credits?|caption|copyright|legal|disclaimer|license|gallery|slideshow|carousel|video-?player"
     r"|inline-?ad|native-?ad|partner|affiliate|shopping|offers?|donate|support-us|feedback|survey|poll"
@@ -43,6 +52,7 @@ _POSITIVE = re.compile(
     r"|(?:post|entry|article|story|body|main)-?text|message|answer|question|postcontent|td-post-content|field-?item|node-?content|itemprop)"
     r"(?:$|[-_\s\d])", re.I)
 _CLASS_WEIGHT = 25.0
+_MIN_GAIN, _GAIN_SHARE, _GAIN_RATIO = 100, 0.15, 1.0
 
 _BLOCK = frozenset(("p", "div", "pre", "table", "ul", "ol", "dl", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6",
                     "section", "article", "main", "header", "figure", "figcaption", "form", "fieldset", "hr",
@@ -50,51 +60,74 @@ _BLOCK = frozenset(("p", "div", "pre", "table", "ul", "ol", "dl", "blockquote", 
                     "address", "body", "html", "caption", "br"))
 _HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 _MIN_PARAGRAPH = 25
+_LONG = 500  # a paragraph longer than this counts as more than one (a body without <p>)
 _TAG_SCORE = {"div": 5.0, "article": 10.0, "main": 5.0, "section": 3.0, "pre": 3.0, "td": 3.0, "blockquote": 3.0,
               "ul": -3.0, "ol": -3.0, "dl": -3.0, "form": -3.0, "li": -3.0, "th": -5.0, "address": -3.0,
               "h1": -5.0, "h2": -5.0, "h3": -5.0, "h4": -5.0, "h5": -5.0, "h6": -5.0}
 
 
 class Measures:
-    """Per element: all text chars, chars inside links, own paragraph chars and their link chars.
-    Held in dicts keyed by element: the proxies stay alive while `self.order` holds them."""
+    """Per element, one tuple `v[el]`: (all text chars, chars inside links, own paragraph chars,
+    their chars inside links, commas, running-text chars, tag). One tuple and one dict lookup per
+    child: the pass is the selector's largest part. The dict holds the element proxies alive.
+    `v` is in reverse page order (every descendant before its ancestors)."""
 
-    __slots__ = ("order", "total", "links", "own", "own_links", "commas")
+    __slots__ = ("v", "cjk")
 
-    def __init__(self, root):
-        self.order = [e for e in root.iter() if isinstance(e.tag, str)]
-        total, links, own, own_links, commas = {}, {}, {}, {}, {}
-        for el in reversed(self.order):  # every descendant comes before its ancestors
-            text = el.text or ""
-            t = len(text.strip())
-            c = text.count(",")
-            in_link = el.tag == "a"
-            o, ol, tl = t, 0, 0
+    def __init__(self, root, cjk: bool = False):
+        order = [e for e in root.iter() if isinstance(e.tag, str)]
+        # Chinese, Japanese and Korean say in one character what takes a word elsewhere: there a
+        # character counts as three; commas and stops are full-width, and a line without one (a list
+        # of headlines) is no paragraph.
+        self.cjk = cjk
+        w, comma = (3, "\uff0c") if cjk else (1, ",")
+        self.v = v = {}
+        for el in reversed(order):  # every descendant comes before its ancestors
+            tag = el.tag
+            text = el.text
+            if text and not text.isspace():  # most text between tags is layout whitespace
+                t = len(text.strip()) * w
+                c = text.count(comma) + (text.count("\u3002") if cjk else 0)
+            else:
+                t = c = 0
+            o, ol, tl, g = t, 0, 0, 0
             for kid in el:
-                tail = kid.tail or ""
-                if tail:
-                    n = len(tail.strip())
+                tail = kid.tail
+                if tail and not tail.isspace():
+                    n = len(tail.strip()) * w
                     t += n
                     o += n
-                    c += tail.count(",")
-                if not isinstance(kid.tag, str):
-                    continue
-                t += total[kid]
-                tl += links[kid]
-                if kid.tag not in _BLOCK:  # inline: its text is part of this block's paragraph
-                    o += own[kid]
-                    ol += own_links[kid]
-                    c += commas[kid]
-            total[el] = t
-            links[el] = t if in_link else tl
-            own[el] = o
-            own_links[el] = o if in_link else ol
-            commas[el] = c
-        self.total, self.links, self.own, self.own_links, self.commas = total, links, own, own_links, commas
+                    c += tail.count(comma) + (tail.count("\u3002") if cjk else 0)
+                k = v.get(kid)
+                if k is None:
+                    continue  # not an element
+                t += k[0]
+                tl += k[1]
+                g += k[5]
+                if k[6] not in _BLOCK:  # inline: its text is part of this block's paragraph
+                    o += k[2]
+                    ol += k[3]
+                    c += k[4]
+            if tag == "a":
+                tl, ol = t, o
+            if o >= _MIN_PARAGRAPH and 2 * ol <= o and tag in _BLOCK and tag not in _HEADINGS and \
+                    (c or not cjk or tag == "pre"):
+                g += o - ol  # a paragraph's own text outside links: running text
+            v[el] = (t, tl, o, ol, c, g, tag)
+
+    def total(self, el) -> int:
+        found = self.v.get(el)
+        return found[0] if found else 0
+
+    def good(self, el) -> int:
+        return self.v[el][5]
+
+    def commas(self, el) -> int:
+        return self.v[el][4]
 
     def density(self, el) -> float:
-        t = self.total[el]
-        return self.links[el] / t if t else 0.0
+        t, links = self.v[el][:2]
+        return links / t if t else 0.0
 
 
 _WEIGHTS: dict[str, float] = {}  # class and id string → weight: pages repeat a few strings many times
@@ -119,21 +152,20 @@ def class_weight(el) -> float:
 
 def _score_candidates(m: Measures) -> dict:
     scores: dict = {}
-    for el in m.order:
-        own = m.own[el]
-        if own < _MIN_PARAGRAPH or el.tag not in _BLOCK or el.tag in _HEADINGS:
+    cjk = m.cjk
+    for el, (_, _, own, links, commas, _, tag) in reversed(m.v.items()):  # page order: ties go to the first
+        if own < _MIN_PARAGRAPH or tag not in _BLOCK or tag in _HEADINGS or cjk and not commas and tag != "pre":
             continue
-        links = m.own_links[el]
         if links > 0.5 * own:
             continue  # a line of links: navigation, not a paragraph
-        score = (1.0 + m.commas[el] + min(own / 100.0, 3.0)) * (1.0 - links / own)
+        score = (1.0 + commas + min(own / 100.0, 3.0) + max(0, own - _LONG) / _LONG) * (1.0 - links / own)
         node, share = el.getparent(), 1.0
         for _ in range(3):
             if node is None or node.tag == "html":
                 break
             scores[node] = scores.get(node, 0.0) + score / share
             node, share = node.getparent(), share + 1.0
-        if el.tag not in ("pre", "td", "blockquote", "p"):
+        if tag not in ("pre", "td", "blockquote", "p"):
             # A block of text with no paragraph markup (text in a div) is a candidate itself.
             scores[el] = scores.get(el, 0.0) + score
     # Class and id evidence scales what the text earned: a tiny element named `content` must not
@@ -162,10 +194,65 @@ def _top(scores: dict, m: Measures):
                     best = a
                 break
     parent = best.getparent()
-    while parent is not None and parent.tag not in ("html", "body") and m.total[parent] and \
-            m.total[best] >= 0.85 * m.total[parent] and m.density(parent) < 0.3:
-        best, parent = parent, parent.getparent()  # a wrapper that adds a title or a line: take it
+    while parent is not None and parent.tag not in ("html", "body") and m.total(parent):
+        if m.total(best) >= 0.85 * m.total(parent) and m.density(parent) < 0.3:
+            best, parent = parent, parent.getparent()  # a wrapper that adds a title or a line: take it
+        elif _gains(parent, best, m):
+            best, parent = parent, parent.getparent()  # the rest of a body split over containers
+        else:
+            found = _gains_beyond(parent, best, m)
+            if found is None:
+                break
+            best, parent = found, found.getparent()
     return best
+
+
+def _gains_beyond(parent, best, m: Measures):
+    """The first ancestor two or three levels above `best` that gains (`_gains`, counted from `best`)
+    when the levels on the way add little text, and gains at least as much running text again as
+    `best` holds: one entry of a list of documented members, whose next level is the entry's section
+    and its notes, and then the list."""
+    thin = 0.3 * m.total(best)
+    node = parent
+    for _ in range(2):
+        if m.total(node) - m.total(best) > thin:
+            return None
+        up = node.getparent()
+        if up is None or up.tag in ("html", "body") or not m.total(up):
+            return None
+        if _gains(up, best, m) and _gain_of(up, best, m) >= m.good(best):
+            return up
+        node = up
+    return None
+
+
+def _gain_of(top, best, m: Measures) -> int:
+    """The running text that going up from `best` to its ancestor `top` adds, outside blocks named
+    as boilerplate unless they are named like `best`."""
+    gain = 0
+    same = best.get("class")
+    node = best
+    while node is not top:
+        parent = node.getparent()
+        for sib in parent:
+            if sib is node or not isinstance(sib.tag, str):
+                continue
+            g = m.good(sib)
+            if g and (class_weight(sib) >= 0 or sib.get("class") == same):
+                gain += g
+        node = parent
+    return gain
+
+
+def _gains(parent, best, m: Measures) -> bool:
+    """Going up from `best` to its ancestor `parent` adds more running text (paragraph text outside
+    links) than other text: the parent holds more of the same body (sections, a second column of
+    paragraphs, the other posts of a thread). Text in blocks named as boilerplate counts against,
+    unless they are named like `best` itself. (Looking further up, past any level that adds little,
+    took in whole sites on the dev pages; `_gains_beyond` looks past thin levels only.)"""
+    gain = _gain_of(parent, best, m)
+    cost = m.total(parent) - m.total(best) - gain
+    return gain >= max(_MIN_GAIN, _GAIN_SHARE * m.good(best)) and gain >= _GAIN_RATIO * cost
 
 
 def _selection(root, m: Measures, scores: dict) -> list:
@@ -188,7 +275,7 @@ def _selection(root, m: Measures, scores: dict) -> list:
                 and class_weight(sib) >= 0:
             chosen.append(sib)
         elif sib.tag in ("p", "pre", "blockquote", "ul", "ol", "table", "h2", "h3", "h4") and class_weight(sib) >= 0:
-            own, d = m.total[sib], m.density(sib)
+            own, d = m.total(sib), m.density(sib)
             if sib.tag == "pre" or (own > 80 and d < 0.25) or (0 < own <= 80 and d == 0 and _sentence(sib)):
                 chosen.append(sib)
     return chosen
@@ -232,41 +319,66 @@ def _furniture(node, total: int) -> bool:
 def _prune(el, m: Measures, body_chars: int) -> None:
     """Drop the boilerplate blocks inside a chosen element (in place)."""
     holds_code = {a for pre in el.iter("pre") for a in pre.iterancestors()}  # code is content wherever it is
-    for node in list(el.iterdescendants(*_PRUNED)):
-        if node.tag in _KEEP or node in holds_code or node.getparent() is None:
-            continue
-        total = m.total.get(node)
-        if total is None:
-            continue
-        weight = class_weight(node)
-        density = m.density(node)
-        drop = False
-        if weight < 0 and total < 0.3 * body_chars:
-            drop = True
-        elif node.tag in _INLINE:
-            drop = node.tag == "time" and node.getparent().tag in _BLOCK and not (node.getparent().text or "").strip()
-        elif total < _SHORT and node.tag != "li" and _furniture(node, total):
-            drop = True
-        elif node.tag in _HEADINGS:
-            drop = density > 0.5
-        elif node.tag in _LISTS or node.tag in ("div", "section", "p", "li", "header", "figure"):
-            if density > 0.5 and total < 0.5 * body_chars:
-                drop = True
-            elif node.tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
-                    m.commas[node] < 5 and total < 0.25 * body_chars:
-                drop = True
-        elif node.tag in ("form", "fieldset", "figcaption", "caption", "address"):
-            drop = node.tag != "caption"
-        if drop:
-            tail = node.tail
-            parent = node.getparent()
-            prev = node.getprevious()
-            if tail and tail.strip():
-                if prev is not None:
-                    prev.tail = (prev.tail or "") + tail
-                else:
-                    parent.text = (parent.text or "") + tail
-            parent.remove(node)
+    # Inside a selection that is itself named as boilerplate (a thread of `comment` blocks), names
+    # against are no evidence: the page's content lives in such markup.
+    named_against = any(class_weight(a) < 0 for a in (el, *el.iterancestors()))
+    groups: dict = {}
+    stack = [k for k in reversed(el) if isinstance(k.tag, str)]
+    while stack:  # depth first in page order; a dropped block's descendants are not looked at
+        node = stack.pop()
+        if node.tag in _PRUNED and node.tag not in _KEEP and node not in holds_code and \
+                _boilerplate(node, m, body_chars, named_against, groups):
+            _remove(node)
+        elif len(node):
+            stack.extend(k for k in reversed(node) if isinstance(k.tag, str))
+
+
+def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict) -> bool:
+    found = m.v.get(node)
+    if found is None:
+        return False
+    total = found[0]
+    weight = class_weight(node)
+    if weight < 0 and total < 0.3 * body_chars and not named_against and \
+            _group_chars(node, m, groups) < 0.3 * body_chars:
+        return True
+    tag = node.tag
+    if tag in _INLINE:
+        return tag == "time" and node.getparent().tag in _BLOCK and not (node.getparent().text or "").strip()
+    if total < _SHORT and tag != "li" and _furniture(node, total):
+        return True
+    density = m.density(node)
+    if tag in _HEADINGS:
+        return density > 0.5
+    if tag in _LISTS or tag in ("div", "section", "p", "li", "header", "figure"):
+        if density > 0.5 and total < 0.5 * body_chars:
+            return True
+        return tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
+            found[4] < 5 and total < 0.25 * body_chars
+    return tag in ("form", "fieldset", "figcaption", "address")
+
+
+def _remove(node) -> None:
+    """Remove `node`, keeping the text that follows it."""
+    tail = node.tail
+    parent = node.getparent()
+    prev = node.getprevious()
+    if tail and tail.strip():
+        if prev is not None:
+            prev.tail = (prev.tail or "") + tail
+        else:
+            parent.text = (parent.text or "") + tail
+    parent.remove(node)
+
+
+def _group_chars(node, m: Measures, groups: dict) -> int:
+    """Text of `node` and its siblings of the same tag and class: repeated blocks that together
+    hold much of the selection (the posts of a thread named `comment`) are its content."""
+    key = (node.getparent(), node.tag, node.get("class"))
+    found = groups.get(key)
+    if found is None:
+        found = groups[key] = sum(m.total(s) for s in key[0] if s.tag == node.tag and s.get("class") == key[2])
+    return found
 
 
 def _drop_headline(chosen: list, title: str) -> None:
@@ -281,16 +393,45 @@ def _drop_headline(chosen: list, title: str) -> None:
             return
 
 
-def select(root, keep_all: bool = False, title: str | None = None) -> list:
+# Dialogs a script opens (report forms, cookie and newsletter pop-ups, help sheets): never the page's
+# text, however much text they hold; and blocks a CSS framework hides on every screen (Bootstrap's
+# `hidden`/`d-none`, Tailwind's `hidden`), unless a responsive class shows them again on some screen
+# (`hidden md:block`, `d-none d-lg-block`). Not `style="display: none"`: threads fold replies and
+# "show more" text that way, and a script shows them. Found in `html._prepare`'s walk over the tree.
+# A token that ends in the noun, not a feature flag (`penci-enable-lightbox`, `has-modal`).
+_DIALOG = re.compile(r"^(?:(?![\w-]*(?:enable|enabled|has|with|no|use|allow|open|trigger|toggle|show)[-_]"
+                     r"(?:modal|dialog|popup|lightbox)$)[\w-]*[-_])?(?:modal|dialog|popup|lightbox)$", re.I)
+_HIDDEN = frozenset(("hidden", "d-none", "hide", "is-hidden"))
+
+
+def script_hidden(cls: str) -> bool:
+    """A class that names a dialog, or hides its element on every screen."""
+    tokens = cls.split()
+    if any(_DIALOG.match(t) for t in tokens):
+        return True
+    return not _HIDDEN.isdisjoint(tokens) and not any(":" in t or t.startswith("d-") and t != "d-none" for t in tokens)
+
+
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def _is_cjk(body) -> bool:
+    """The page's text is mostly Chinese, Japanese or Korean (a sample of its first characters)."""
+    sample = body.xpath("string()")[:12000]
+    letters = len(sample) - sum(sample.count(ws) for ws in (" ", "\n", "\t", "\r"))
+    return len(_CJK.findall(sample)) > 0.3 * letters
+
+
+def select(root, keep_all: bool = False, title: str | None = None, ascii_only: bool = False) -> list:
     """The main-content elements of a prepared tree, in page order, pruned. `keep_all`: the tree is
     a thread region (every post is content): prune only. `title`: the page's title, whose headline
-    is dropped from the text."""
+    is dropped from the text. `ascii_only`: the page's text is ASCII (so not CJK: no need to look)."""
     body = root.find("body") if root.tag == "html" else root
     if body is None:
         body = root
-    m = Measures(body)
+    m = Measures(body, not ascii_only and _is_cjk(body))
     chosen = [body] if keep_all else _selection(body, m, _score_candidates(m))
-    body_chars = sum(m.total.get(el, 0) for el in chosen) or 1
+    body_chars = sum(m.total(el) for el in chosen) or 1
     for el in chosen:
         _prune(el, m, body_chars)
     if title and not keep_all:

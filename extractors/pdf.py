@@ -288,16 +288,17 @@ class ExtractPdf(FileReader):
         p = self.params
         buf = DocBuffer(self.source_for(path))
         size = os.path.getsize(path)
-        meta: dict[str, Any] = {"path": path, "bytes": size}
+        name = self.name_of(path)  # the file as rows name it (the same on local disk or a store)
+        meta: dict[str, Any] = {"path": name, "bytes": size}
         if size > p.max_bytes:
-            buf.reject("too_large", f"{size} bytes > max_bytes={p.max_bytes}", where=path, meta=meta)
+            buf.reject("too_large", f"{size} bytes > max_bytes={p.max_bytes}", where=name, meta=meta)
         else:
             out = self.watchdog().run({"path": path, "backend": p.backend, "min_chars": p.min_chars})
-            with buf.guard(path, "extract_error", meta=meta):
+            with buf.guard(name, "extract_error", meta=meta):
                 result = out.value if out.ok else {"reject": out.reason, "detail": out.detail}
                 meta.update(result.get("meta", {}))
                 if "reject" in result:
-                    buf.reject(result["reject"], result["detail"], where=path, meta=meta)
+                    buf.reject(result["reject"], result["detail"], where=name, meta=meta)
                 else:
                     meta["title"] = os.path.splitext(os.path.basename(path))[0]
                     buf.add(result["text"], content_type=p.content_type, meta=meta)

@@ -26,7 +26,7 @@ _BODY_TOKEN = re.compile(rf"^(?:[\w-]*[-_])?(?:{_POST_WORDS})[-_]?(?:{_BODY_WORD
 # Containers of one whole post (header, body, signature): used when no body class is found.
 _POST_TOKEN = re.compile(r"^(?:post|message|reply|answer|[\w-]*[-_](?:post|reply|answer))$", re.I)
 # Substring prefilter: only classes holding a post word reach the token regexes.
-_CANDIDATE = re.compile("post|Post|message|Message|repl|Repl|answer|Answer|topic|thread")
+POST_HINT = re.compile("post|Post|message|Message|repl|Repl|answer|Answer|topic|thread")
 _NOT_POSTS = frozenset(("p", "span", "a", "ul", "ol", "img", "h1", "h2", "h3", "h4", "button", "form"))
 _MIN_POST_CHARS = 20
 _MIN_THREAD_CHARS = 200
@@ -50,9 +50,9 @@ def _outermost(els: list) -> list:
     return out
 
 
-def _schema_posts(tree) -> list:
+def _schema_posts(tree, scoped: list | None = None) -> list:
     bodies, starter = [], False
-    for item in tree.xpath("//*[@itemscope][@itemtype]"):
+    for item in tree.xpath("//*[@itemscope][@itemtype]") if scoped is None else scoped:
         found = _POST_TYPES.search(item.get("itemtype", "").rstrip("/"))
         if not found:
             continue
@@ -73,13 +73,13 @@ def _nearest_scope(el):
     return parent
 
 
-def _class_posts(tree) -> list:
+def _class_posts(tree, classed: list | None = None) -> list:
     groups: dict[tuple[str, str], list] = defaultdict(list)
     fallback: dict[tuple[str, str], list] = defaultdict(list)
     # One walk reading each class once: 3x faster than XPath's contains(@class, ...) per word.
-    for el in tree.iter("*"):
+    for el in tree.iter("*") if classed is None else classed:
         cls = el.get("class")
-        if not cls or not _CANDIDATE.search(cls) or el.tag in _NOT_POSTS:
+        if not cls or not POST_HINT.search(cls) or el.tag in _NOT_POSTS:
             continue  # a post is a block: classed paragraphs or items are parts of one text
         tokens = cls.split()
         if any(_BODY_TOKEN.match(t) for t in tokens):
@@ -101,12 +101,32 @@ def _best_group(groups: dict) -> list:
     return best
 
 
-def thread_posts(tree) -> list:
-    """Post bodies of a thread page in document order; [] when the page is not a thread."""
-    posts = _outermost([p for p in _schema_posts(tree) if _text_len(p) >= _MIN_POST_CHARS])
+def thread_posts(tree, found: tuple[list, list] | None = None) -> list:
+    """Post bodies of a thread page in document order; [] when the page is not a thread. `found`:
+    the candidates (schema.org items, elements with a post-word class) a walk over the page
+    collected before it was cleaned; those no longer in the page are passed over."""
+    scoped = classed = None
+    if found is not None:
+        known: dict = {tree.getroottree().getroot(): True}
+        scoped, classed = ([el for el in els if in_page(el, known)] for els in found)
+    posts = _outermost([p for p in _schema_posts(tree, scoped) if _text_len(p) >= _MIN_POST_CHARS])
     if len(posts) >= 2:
         return posts
-    return _class_posts(tree)
+    return _class_posts(tree, classed)
+
+
+def in_page(el, known: dict) -> bool:
+    """`el` is still under the page's root (`known` starts with the root: True, and remembers each
+    element passed on the way up, so shared ancestors are climbed once). A removed element's
+    `getroottree()` can still name the page's document, hence the climb."""
+    path = []
+    while el is not None and el not in known:
+        path.append(el)
+        el = el.getparent()
+    found = el is not None and known[el]
+    for p in path:
+        known[p] = found
+    return found
 
 
 _QUESTION = re.compile(r"^question(?:[-_]?(?:body|content|text|container))?$", re.I)

@@ -123,10 +123,10 @@ class StreamFile:
     """Positioned reads of one flat token stream shard and its mask."""
 
     def __init__(self, ds: TokenDataset, shard: int):
-        stem = ds.path / shard_stem(shard)
+        stem = shard_stem(shard)
         self.dtype = ds.layout.dtype
-        self.tokens = open(f"{stem}{TOKENS_SUFFIX}", "rb")
-        self.mask = open(f"{stem}{MASK_SUFFIX}", "rb")
+        self.tokens = open(ds.local(stem + TOKENS_SUFFIX), "rb")  # a store's shard: its cached local copy
+        self.mask = open(ds.local(stem + MASK_SUFFIX), "rb")
 
     def read(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         size = self.dtype.itemsize

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from assay.pipeline import storage
 from assay.pipeline.dataset import Dataset, atomic_write_text
 from assay.pipeline.errors import UserError
 from assay.pipeline.runner import RUN_LOG, StageResult, check_workdir, run_stage
@@ -36,7 +37,7 @@ PLAN_FILE = "plan.json"
 
 def tokenizer_path(out: Path) -> Path:
     """The tokenizer a built mixture used."""
-    return Path(out) / TOKENIZER_STAGE / "_artifacts" / TOKENIZER_JSON
+    return storage.as_path(out) / TOKENIZER_STAGE / "_artifacts" / TOKENIZER_JSON
 
 
 def _publish_tokenizer(out: Path) -> None:
@@ -51,7 +52,7 @@ def _publish_tokenizer(out: Path) -> None:
 def tokenized_name(path: Path) -> str:
     """A readable, collision-free directory name for a source dataset's tokens."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.name)[:40] or "data"
-    return f"tokenized-{slug}-{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:6]}"
+    return f"tokenized-{slug}-{hashlib.sha256(str(storage.resolve(path)).encode()).hexdigest()[:6]}"
 
 
 def source_paths(mixture: Mixture) -> dict[str, Path]:
@@ -82,7 +83,7 @@ def tokenize_sources(mixture: Mixture, out: Path, engine: str, options: dict | N
     distinct = list(dict.fromkeys(paths.values()))
     order = [TOKENIZER_STAGE] + [tokenized_name(p) for p in distinct] + [s.id for s in mixture.stages]
     check_workdir(out, order, owner=_owner(mixture))
-    out.mkdir(parents=True, exist_ok=True)
+    storage.makedirs(out)
     atomic_write_text(out / RUN_LOG, json.dumps({"recipe": _owner(mixture), "kind": "mixture", "order": order},
                                                 indent=2))
     spec = mixture.tokenizer
@@ -94,7 +95,7 @@ def tokenize_sources(mixture: Mixture, out: Path, engine: str, options: dict | N
     _publish_tokenizer(out)
     uses_meta = mixture.meta is not None and any(s.meta for s in mixture.stages)
     uses_fim = any(s.fim_rate > 0 for s in mixture.stages)
-    params = {"tokenizer": str(tokenizer_path(out).resolve()), "specials": specials(mixture), "seed": mixture.seed,
+    params = {"tokenizer": str(storage.resolve(tokenizer_path(out))), "specials": specials(mixture), "seed": mixture.seed,
               "meta_fields": mixture.meta.fields if uses_meta else [],
               "fim_content_types": mixture.fim_content_types if uses_fim else []}
     done: dict[Path, Path] = {}
@@ -110,14 +111,15 @@ def tokenize_sources(mixture: Mixture, out: Path, engine: str, options: dict | N
 def plan(mixture: Mixture, out: Path, engine: str = "local", options: dict | None = None,
          log: Callable[[str], Any] = print) -> tuple[dict[str, list[Slot]], dict[str, Path]]:
     """Tokenize (cached) and plan; raises PlanError when a budget cannot be met."""
-    tokenized = tokenize_sources(mixture, Path(out), engine, options, log)
+    out = storage.as_path(out)
+    tokenized = tokenize_sources(mixture, out, engine, options, log)
     pools: dict[Path, Pool] = {}
     by_source = {name: pools.setdefault(path, Pool.load(path)) for name, path in tokenized.items()}
     slots = plan_mixture(mixture, by_source)
     notes = precision_notes(mixture, slots)
     for note in notes:
         log(f"note: {note}")
-    atomic_write_text(Path(out) / PLAN_FILE, json.dumps(
+    atomic_write_text(out / PLAN_FILE, json.dumps(
         {"mixture": mixture.name, "stages": {sid: [s.summary() for s in ss] for sid, ss in slots.items()},
          "notes": notes}, indent=2, default=float))
     return slots, tokenized
@@ -126,9 +128,9 @@ def plan(mixture: Mixture, out: Path, engine: str = "local", options: dict | Non
 def build(mixture: Mixture, out: str | Path, engine: str = "local", options: dict | None = None,
           log: Callable[[str], Any] = print) -> list[StageResult]:
     """Plan, then pack every stage into OUT/<stage id>."""
-    out = Path(out)
+    out = storage.as_path(out)
     slots, tokenized = plan(mixture, out, engine, options, log)
-    tok_path = tokenizer_path(out).resolve()
+    tok_path = storage.resolve(tokenizer_path(out))
     results = []
     for index, stage in enumerate(mixture.stages):
         used = sorted({s.source for s in slots[stage.id]})

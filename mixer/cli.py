@@ -54,7 +54,7 @@ def plan_cmd(mixture, out, engine, workers, spark_master, ray_address):
 
 @click.command("build")
 @click.argument("mixture", type=click.Path(path_type=Path))
-@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("out")  # a folder or a URL (s3://bucket/mix): a click.Path would fold `//`
 @_engine_opts
 @click.option("--report/--no-report", default=True, help="Write OUT/report.html")
 def build_cmd(mixture, out, engine, workers, spark_master, ray_address, report):

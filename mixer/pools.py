@@ -12,10 +12,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from assay.pipeline.schema import conform
-from assay.pipeline.tokens import DOCS_SUFFIX, TokenDataset, shard_stem
+from assay.pipeline.tokens import TokenDataset
 
 from .tokenize import STREAM_INDEX_SCHEMA
 
@@ -38,11 +37,11 @@ class Pool:
         ds = TokenDataset(path)
         tables, shards = [], []
         for index in ds.shard_indexes():
-            table = conform(pq.read_table(ds.path / (shard_stem(index) + DOCS_SUFFIX)), STREAM_INDEX_SCHEMA)
+            table = conform(ds.docs(index), STREAM_INDEX_SCHEMA)
             tables.append(table)
             shards.append(np.full(table.num_rows, index, np.int32))
         docs = pa.concat_tables(tables) if tables else STREAM_INDEX_SCHEMA.empty_table()
-        pool = cls(Path(path), np.concatenate(shards) if shards else np.zeros(0, np.int32), docs)
+        pool = cls(ds.path, np.concatenate(shards) if shards else np.zeros(0, np.int32), docs)
         pool._cache()
         return pool
 

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from assay.pipeline.errors import UserError
 from assay.pipeline.recipe import _friendly
 from assay.pipeline.schema import CONTENT_TYPES
+from assay.pipeline.storage import as_path, is_url
 
 TIERS = ("High", "Medium-High", "Medium", "Medium-Low", "Low")
 ROLES = ("context", "scaffold", "system", "user", "assistant", "tool")
@@ -175,17 +176,21 @@ class Mixture(Strict):
         return next(s for s in self.stages if s.id == stage_id)
 
     def source_path(self, name: str) -> Path:
-        path = Path(self.sources[name].path)
-        return path if path.is_absolute() or self._base_dir is None else self._base_dir / path
+        return _resolved(self.sources[name].path, self._base_dir)
 
     def tokenizer_path(self) -> Path | None:
         if self.tokenizer.path is None:
             return None
-        path = Path(self.tokenizer.path)
-        return path if path.is_absolute() or self._base_dir is None else self._base_dir / path
+        return _resolved(self.tokenizer.path, self._base_dir)
 
     def default_workdir(self) -> Path:
-        return Path(self.workdir) if self.workdir else Path("runs") / "mix" / self.name
+        return as_path(self.workdir) if self.workdir else Path("runs") / "mix" / self.name
+
+
+def _resolved(value: str, base: Path | None):
+    """A path relative to the mixture file's folder, an absolute path, or a URL (s3://...)."""
+    path = as_path(value)
+    return path if is_url(value) or path.is_absolute() or base is None else base / path
 
 
 # ---- loading with one-line errors ----------------------------------------------------------------

@@ -74,7 +74,9 @@ def sample_texts(dataset_paths: Sequence[Path], n: int, seed: int) -> list[str]:
 
 
 def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    from assay.pipeline.storage import read_bytes
+
+    return hashlib.sha256(read_bytes(path)).hexdigest()
 
 
 @dataclass
@@ -92,7 +94,9 @@ class Vocab:
     def load(cls, path: str | Path, specials: dict[str, str] = SPECIALS) -> "Vocab":
         from tokenizers import Tokenizer
 
-        path = Path(path)
+        from assay.pipeline.storage import cached_copy
+
+        path = cached_copy(path)  # a tokenizer on a store: its local copy
         tok = Tokenizer.from_file(str(path))
         tok.encode_special_tokens = True  # text is text: never turn "<|eos|>" in a document into EOS
         ids = {}

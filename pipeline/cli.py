@@ -56,7 +56,7 @@ def _engine_options(workers: int, spark_master: Optional[str], ray_address: Opti
 def run(
     recipe: Path = typer.Argument(..., help="Pipeline recipe (YAML)"),
     engine: Optional[str] = typer.Option(None, "--engine", "-e", help="local, spark or ray (overrides the recipe)"),
-    workdir: Optional[Path] = typer.Option(None, "--workdir", "-w", help="Where stage outputs go; default: the recipe's `workdir:` (relative to the recipe file), else runs/<name> (relative to here)"),
+    workdir: Optional[str] = typer.Option(None, "--workdir", "-w", help="Where stage outputs go (a folder, or a URL such as s3://bucket/runs/x); default: the recipe's `workdir:` (relative to the recipe file), else runs/<name> (relative to here)"),
     start: Optional[str] = typer.Option(None, "--from", help="Re-run this stage and everything downstream of it"),
     until: Optional[str] = typer.Option(None, "--until", help="Stop after this stage (runs only what it needs)"),
     workers: int = typer.Option(0, "--workers", help="Parallel tasks; 0 = all cores"),
@@ -81,7 +81,9 @@ def run(
     problems = preflight(parsed)  # fail before the first stage, not after running the others
     if problems:
         raise UserError(f"{recipe}: {problems[0]}")
-    root = Path(workdir or parsed.workdir)
+    from .storage import as_path
+
+    root = as_path(workdir or parsed.workdir)
     if dry_run:
         from .runner import dry_run as plan
 
@@ -229,8 +231,8 @@ def inspect(
 
 @app.command()
 def export(
-    dataset: Path = typer.Argument(..., help="A dataset directory"),
-    out: Path = typer.Argument(..., help="Output file: .jsonl, .jsonl.gz, .jsonl.zst or .parquet (one file)"),
+    dataset: str = typer.Argument(..., help="A dataset directory (or URL)"),
+    out: str = typer.Argument(..., help="Output file (or URL): .jsonl, .jsonl.gz, .jsonl.zst or .parquet (one file)"),
     rejects: bool = typer.Option(False, "--rejects", help="Export the rejected rows instead of the kept ones"),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it is a file this command wrote before"),
 ) -> None:
@@ -251,8 +253,8 @@ def export(
 
 @app.command()
 def report(
-    run_dir: Path = typer.Argument(..., help="A run's workdir (holds one dataset per stage)"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output HTML (default RUN_DIR/report.html)"),
+    run_dir: str = typer.Argument(..., help="A run's workdir (holds one dataset per stage; a folder or a URL)"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Output HTML (default RUN_DIR/report.html)"),
 ) -> None:
     """Write a self-contained HTML report: funnel, rejects by reason, timings, and stage sections.
 
@@ -262,7 +264,9 @@ def report(
     """
     from .report import write_report
 
-    if not run_dir.is_dir():
+    from .storage import is_dir
+
+    if not is_dir(run_dir):
         raise UserError(f"{run_dir}: no such run directory")
     typer.echo(f"report: {write_report(run_dir, out)}")
 

@@ -12,6 +12,10 @@ Every file is written under a temporary name (host, pid and a random part: retri
 shared storage never collide), flushed to disk, and renamed into place, and the folder is flushed
 after the rename, so a killed run or a crashed host leaves either a whole shard or none of it. One
 writer at a time holds an output (its lease); a second is refused with one line.
+
+On an object store (storage.py) there is no rename: a shard's files are written to a local staging
+folder and uploaded whole (a PUT is all or nothing) on commit, then its marker; so an object without
+a marker (a killed or retried attempt's) is never part of a dataset, and `finalize` removes any.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import storage
 from .errors import UserError
 from .schema import PARENT_ID, PARENT_IDS, REJECT_DETAIL, REJECT_REASON, REJECT_STAGE, conform, text_bytes
 
@@ -88,8 +93,12 @@ def fsync_dir(path: Path) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` under a temporary name, flush it, rename it into place, flush the folder."""
-    path = Path(path)
+    """Write `data` to `path` under a temporary name, flush it, rename it into place, flush the folder
+    (on a store: one whole-object PUT, see storage.put_bytes)."""
+    path = storage.as_path(path)
+    if storage.is_remote(path):
+        storage.put_bytes(path, data, temp_tag=temp_tag())
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}{temp_tag()}")
     with open(tmp, "wb") as handle:
@@ -206,7 +215,7 @@ class Dataset:
     """Read side of a dataset directory. Works on complete datasets and (for resume) partial ones."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+        self.path = storage.as_path(path)
 
     def __repr__(self) -> str:
         return f"Dataset({str(self.path)!r})"
@@ -230,21 +239,21 @@ class Dataset:
         return f"{self.path} is not a complete dataset (no {MANIFEST})"
 
     def shards(self) -> list[Path]:
-        return sorted(self.path.glob("part-*.parquet"))
+        return storage.glob(self.path, "part-*.parquet")
 
     def reject_shards(self) -> list[Path]:
-        return sorted((self.path / REJECTS_DIR).glob("part-*.parquet"))
+        return storage.glob(self.path / REJECTS_DIR, "part-*.parquet")
 
     @property
     def schema(self) -> pa.Schema:
         shards = self.shards()
         if not shards:
             raise FileNotFoundError(f"{self.path}: no part-*.parquet shards (is this an Assay dataset?)")
-        return pq.read_schema(shards[0])
+        return storage.parquet_file(shards[0]).schema_arrow
 
     def iter_batches(self, batch_size: int = ROW_GROUP_ROWS, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
         for shard in self.shards():
-            yield from pq.ParquetFile(shard).iter_batches(batch_size=batch_size, columns=columns)
+            yield from storage.parquet_file(shard).iter_batches(batch_size=batch_size, columns=columns)
 
     def read(self, columns: list[str] | None = None) -> pa.Table:
         return _read_files(self.shards(), columns)
@@ -253,13 +262,13 @@ class Dataset:
         return _read_files(self.reject_shards(), None)
 
     def count(self) -> int:
-        return sum(pq.ParquetFile(s).metadata.num_rows for s in self.shards())
+        return sum(storage.parquet_file(s).metadata.num_rows for s in self.shards())
 
 
 def _read_files(files: list[Path], columns: list[str] | None) -> pa.Table:
     if not files:
         return pa.table({})
-    tables = [pq.read_table(f, columns=columns) for f in files]
+    tables = [storage.read_parquet(f, columns=columns) for f in files]
     return pa.concat_tables(tables, promote_options="permissive")
 
 
@@ -269,13 +278,15 @@ class ShardFiles:
     last, so a shard exists for resume exactly when its marker does. Every output kind uses this."""
 
     def __init__(self, root: Path, index: int):
-        self.root = Path(root)
+        self.root = storage.as_path(root)
         self.index = index
         self._tag = temp_tag()
         self._pending: list[tuple[Path, Path]] = []  # (temp, final)
         self._handles: list[Any] = []
         self.stats: dict[str, Any] | None = None
         self.seconds: float | None = None
+        # A remote output's files are written to a local staging folder and uploaded on commit.
+        self._staging: Path | None = storage.staging_dir() if storage.is_remote(self.root) else None
 
     def temp_of(self, name: str) -> Path:
         """The temporary path already registered for `name`."""
@@ -283,9 +294,12 @@ class ShardFiles:
         return next(tmp for tmp, f in self._pending if f == final)
 
     def temp(self, name: str) -> Path:
-        """A temporary path that becomes `root/name` on commit."""
+        """A (local) temporary path that becomes `root/name` on commit."""
         final = self.root / name
-        tmp = final.with_name(f".{final.name}{self._tag}")
+        if self._staging is not None:
+            tmp = self._staging / name
+        else:
+            tmp = final.with_name(f".{final.name}{self._tag}")
         tmp.parent.mkdir(parents=True, exist_ok=True)
         self._pending.append((tmp, final))
         return tmp
@@ -298,13 +312,22 @@ class ShardFiles:
     def commit(self, counts: Counts, extra: dict[str, Any] | None = None) -> None:
         for handle in self._handles:
             handle.close()
-        for tmp, _ in self._pending:
-            fsync_file(tmp)
-        for tmp, final in self._pending:
-            os.replace(tmp, final)
-        for folder in {final.parent for _, final in self._pending}:
-            fsync_dir(folder)
+        objects = {}
+        if self._staging is not None:  # upload each file whole, then the marker that makes them a shard
+            for tmp, final in self._pending:
+                storage.put_file(tmp, final, temp_tag=self._tag)
+                objects[str(final)[len(str(self.root)) + 1:]] = tmp.stat().st_size
+            shutil.rmtree(self._staging, ignore_errors=True)
+        else:
+            for tmp, _ in self._pending:
+                fsync_file(tmp)
+            for tmp, final in self._pending:
+                os.replace(tmp, final)
+            for folder in {final.parent for _, final in self._pending}:
+                fsync_dir(folder)
         marker = dict(counts.to_json(), **(extra or {}))
+        if objects:  # finalize checks them: an attempt still running must not have replaced them since
+            marker["objects"] = objects
         if self.stats:
             marker["stats"] = self.stats
         if self.seconds is not None:
@@ -316,6 +339,8 @@ class ShardFiles:
             handle.close()
         for tmp, _ in self._pending:
             tmp.unlink(missing_ok=True)
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
 
 
 class ShardWriter:
@@ -330,7 +355,7 @@ class ShardWriter:
 
     def __init__(self, root: Path, index: int, schema: pa.Schema, stage_id: str,
                  cardinality: str = "one_to_one", keep_rows: bool = True):
-        self.root = Path(root)
+        self.root = storage.as_path(root)
         self.keep_rows = keep_rows  # False: count kept rows only (a fused chain's middle stage)
         self.index = index
         self.schema = schema
@@ -512,7 +537,7 @@ def _reject_schema(schema: pa.Schema) -> pa.Schema:
 def shard_markers(root: Path) -> dict[int, dict[str, Any]]:
     """The committed shards of a (possibly partial) dataset: index -> marker JSON."""
     done = {}
-    for marker in sorted((Path(root) / SHARDS_DIR).glob("part-*.json")):
+    for marker in storage.glob(storage.as_path(root) / SHARDS_DIR, "part-*.json"):
         try:
             done[int(marker.stem.split("-")[1])] = json.loads(marker.read_text())
         except (ValueError, OSError):
@@ -539,8 +564,7 @@ class OutputBusy(OutputRefused):
 _OWNED_NAMES = {MANIFEST, LEASE, RUN_FILE, REJECTS_DIR, SHARDS_DIR, "_scratch", "_artifacts", "_fit", "_side"}
 
 
-def _owned(entry: Path, extra: set[str] = frozenset()) -> bool:
-    name = entry.name
+def _owned(name: str, extra: set[str] = frozenset()) -> bool:
     if name in _OWNED_NAMES or name in extra or name.startswith("part-"):
         return True
     return name.startswith(".") and ".tmp-" in name  # our temporary files
@@ -550,7 +574,7 @@ def _record(root: Path) -> dict[str, Any] | None:
     """What says this folder is Assay's: its manifest, else its lease (a run filling it, or killed
     while filling it), else the run file older Assays wrote."""
     for name in (MANIFEST, LEASE, RUN_FILE):
-        data = read_json_safe(root / name)
+        data = read_json_safe(storage.as_path(root) / name)
         if isinstance(data, dict) and "fingerprint" in data:
             return data
     return None
@@ -558,7 +582,7 @@ def _record(root: Path) -> dict[str, Any] | None:
 
 def is_assay_dataset(root: Path) -> bool:
     """A complete dataset (its manifest) or a partial one (its lease) written by Assay."""
-    return _record(Path(root)) is not None
+    return _record(storage.as_path(root)) is not None
 
 
 def read_json_safe(path: Path) -> Any:
@@ -571,20 +595,25 @@ def read_json_safe(path: Path) -> Any:
 def check_output(root: Path) -> None:
     """Refuse an output that exists and is not Assay's: a file, or a non-empty directory that is not
     an Assay dataset, or a dataset holding files Assay did not write. Nothing is touched."""
-    root = Path(root)
-    if not root.exists() and not root.is_symlink():
-        return
-    if not root.is_dir() or root.is_symlink():
-        raise OutputRefused(f"{root}: exists and is not a directory Assay created; refusing to write there")
-    entries = list(root.iterdir())
-    if not entries:
+    root = storage.as_path(root)
+    if storage.is_remote(root):  # a prefix: "exists" when objects lie below it; a key of that name is a file
+        if storage.is_file(root):
+            raise OutputRefused(f"{root}: exists and is not a directory Assay created; refusing to write there")
+        names = storage.listdir(root)
+    else:
+        if not root.exists() and not root.is_symlink():
+            return
+        if not root.is_dir() or root.is_symlink():
+            raise OutputRefused(f"{root}: exists and is not a directory Assay created; refusing to write there")
+        names = [e.name for e in root.iterdir()]
+    if not names:
         return
     record = _record(root)
     if record is None:
         raise OutputRefused(f"{root}: exists, is not empty and is not an Assay dataset; refusing to touch it "
                             "(choose a new output path)")
     extra = set(record.get("owns", ()))
-    foreign = sorted(e.name for e in entries if not _owned(e, extra))
+    foreign = sorted(name for name in names if not _owned(name, extra))
     if foreign:
         raise OutputRefused(f"{root}: holds files Assay did not write ({', '.join(foreign[:3])}"
                             f"{', ...' if len(foreign) > 3 else ''}); refusing to touch it")
@@ -593,7 +622,13 @@ def check_output(root: Path) -> None:
 def clear_dataset(root: Path, keep: tuple[str, ...] = ()) -> None:
     """Remove an Assay dataset's own files (after check_output said they are all ours)."""
     check_output(root)
-    for entry in Path(root).iterdir():
+    root = storage.as_path(root)
+    if storage.is_remote(root):
+        for name in storage.listdir(root):
+            if name not in keep:
+                storage.rmtree(root / name)
+        return
+    for entry in root.iterdir():
         if entry.name in keep:
             continue
         if entry.is_dir() and not entry.is_symlink():
@@ -605,7 +640,7 @@ def clear_dataset(root: Path, keep: tuple[str, ...] = ()) -> None:
 def producer_of(root: Path) -> dict[str, Any] | None:
     """Who made the dataset at `root` (stage, stage id, owning recipe, params digest); a dataset older
     Assays or helpers (write_table) made says only its stage."""
-    record = _record(Path(root))
+    record = _record(storage.as_path(root))
     if not record:
         return None
     return record.get("producer") or ({"stage": record["stage"], "legacy": True} if record.get("stage") else None)
@@ -624,7 +659,7 @@ def check_replace(root: Path, producer: dict[str, Any], force: bool) -> None:
             raise OutputRefused(f"{root}: holds the output of {old.get('stage')}; this run would replace it with "
                                 f"{_describe(producer)} (pass --force to replace it, or choose another output)")
         return
-    complete = read_json_safe(Path(root) / MANIFEST) is not None  # else the partial output of a failed run
+    complete = read_json_safe(storage.as_path(root) / MANIFEST) is not None  # else the partial output of a failed run
     same_owner = old.get("owner") == producer.get("owner")
     same = same_owner and (producer.get("owner") is not None or (
         old.get("stage") == producer.get("stage") and (old.get("params") == producer.get("params") or not complete)))
@@ -643,8 +678,17 @@ def prepare_output(root: Path, fingerprint: str, previous: str | None = None) ->
     had the same fingerprint (`previous`: resume), clear them otherwise, and drop stale temp files.
     Refuses (OutputRefused) any path that holds something Assay did not write. The caller holds the
     output's lease."""
-    root = Path(root)
+    root = storage.as_path(root)
     check_output(root)
+    if storage.is_remote(root):
+        if previous != fingerprint:
+            clear_dataset(root, keep=(LEASE,))
+        storage.remove(root / MANIFEST)
+        storage.remove(root / RUN_FILE)
+        for name in storage.files_under(root):  # temp names exist only on stores without whole-object PUTs
+            if ".tmp-" in name.rsplit("/", 1)[-1]:
+                storage.remove(root / name)
+        return
     if root.exists() and previous != fingerprint:
         clear_dataset(root, keep=(LEASE,))
     root.mkdir(parents=True, exist_ok=True)
@@ -662,18 +706,29 @@ class Lease:
     fingerprint its shards belong to, so a rerun with the same fingerprint resumes them.
 
     Taking a lease is exclusive on one file system: a new lease is created with O_EXCL, and a stale
-    one is first renamed aside (only one of two racing writers can rename it)."""
+    one is first renamed aside (only one of two racing writers can rename it).
+
+    On an object store: with conditional writes (S3 and the S3-compatible stores that honour
+    `If-None-Match`/`If-Match`), a new lease is created only if none exists, a stale one is replaced
+    only if it is still the one read, and each heartbeat only if it is still ours: exactly one of two
+    racing writers wins, and a writer whose lease was taken over stops beating and finds out at its
+    next `ours()`. Without them (ASSAY_S3_CONDITIONAL=0, or another store): write, wait VERIFY_S,
+    read back and keep it only if it still holds our token; two writers starting within VERIFY_S of
+    each other can then both believe they won only if the store shows a reader an older object after
+    a newer one was read back (no current store does so past a few hundred milliseconds)."""
 
     HEARTBEAT_S = float(os.environ.get("ASSAY_LEASE_HEARTBEAT_S", "10"))
     TTL_S = float(os.environ.get("ASSAY_LEASE_TTL_S", "60"))
+    VERIFY_S = float(os.environ.get("ASSAY_LEASE_VERIFY_S", "1"))
 
     def __init__(self, root: Path, fingerprint: str, producer: dict[str, Any] | None = None,
                  owns: tuple[str, ...] = ()):
         import secrets
         import socket
 
-        self.root = Path(root)
+        self.root = storage.as_path(root)
         self.path = self.root / LEASE
+        self._etag: str | None = None  # the object we wrote last (conditional stores)
         self.record = {"fingerprint": fingerprint, "producer": producer or {}, "owns": list(owns),
                        "host": socket.gethostname(), "pid": os.getpid(), "pid_start": _pid_start(os.getpid()),
                        "token": secrets.token_hex(8), "started": _now(), "heartbeat": _now()}
@@ -684,13 +739,15 @@ class Lease:
     @classmethod
     def check_free(cls, root: Path) -> None:
         """Refuse (OutputBusy) when a live run holds `root`; acquire() checks again, atomically."""
-        current = read_json_safe(Path(root) / LEASE)
+        current = read_json_safe(storage.as_path(root) / LEASE)
         if isinstance(current, dict) and _alive(current, cls.TTL_S):
             raise OutputBusy(f"{root}: another Assay run is writing it (host {current.get('host')}, "
                              f"pid {current.get('pid')}, since {current.get('started')}); wait for it to "
                              "finish or stop it")
 
     def acquire(self) -> "Lease":
+        if storage.is_remote(self.root):
+            return self._acquire_remote()
         self.root.mkdir(parents=True, exist_ok=True)
         for _ in range(5):
             current = read_json_safe(self.path)
@@ -719,6 +776,42 @@ class Lease:
             return self
         raise OutputBusy(f"{self.root}: other Assay runs keep taking it; try again")
 
+    def _acquire_remote(self) -> "Lease":
+        for _ in range(5):
+            data, etag = storage.read_with_tag(self.path)
+            if data is not None:
+                try:
+                    current = json.loads(data)
+                except ValueError:
+                    current = {}
+                if isinstance(current, dict) and _alive(current, self.TTL_S):
+                    self.check_free(self.root)  # one line naming the holder
+                    continue  # it ended in between: look again
+                self.previous = current if isinstance(current, dict) and current else None
+            try:
+                self._write_remote(etag if data is not None else None)
+            except storage.Conflict:
+                continue  # another writer got there first: look again
+            self._start_heartbeat()
+            return self
+        raise OutputBusy(f"{self.root}: other Assay runs keep taking it; try again")
+
+    def _write_remote(self, expected: str | None) -> None:
+        """Write our record over the object read (ETag `expected`, None: none): conditionally where the
+        store can, else write, wait and read back (see the class doc)."""
+        payload = json.dumps(self.record).encode()
+        if storage.supports_conditional(self.path):
+            self._etag = storage.put_if(self.path, payload, expected) or storage.read_with_tag(self.path)[1]
+            if not self.ours():  # a store that ignores the condition (older S3 clones): caught here at least
+                raise storage.Conflict(f"{self.path}: another writer's lease replaced ours")
+            return
+        storage.put_bytes(self.path, payload)
+        import time
+
+        time.sleep(self.VERIFY_S)
+        if not self.ours():
+            raise storage.Conflict(f"{self.path}: another writer's lease replaced ours")
+
     def previous_fingerprint(self) -> str | None:
         """The fingerprint whose shards the folder holds, if a killed run left them."""
         if self.previous and self.previous.get("fingerprint"):
@@ -741,7 +834,9 @@ class Lease:
                     return
                 self.record["heartbeat"] = _now()
                 try:
-                    atomic_write_text(self.path, json.dumps(self.record))
+                    self._rewrite(self.record)
+                except storage.Conflict:
+                    return  # taken over: ours() says so to whoever asks
                 except OSError:
                     pass
 
@@ -757,9 +852,19 @@ class Lease:
             self._stop = None
         if self.ours():
             if finished:
-                self.path.unlink(missing_ok=True)
+                storage.remove(self.path)
             else:
-                atomic_write_text(self.path, json.dumps(dict(self.record, released=True)))
+                try:
+                    self._rewrite(dict(self.record, released=True))
+                except storage.Conflict:
+                    pass
+
+    def _rewrite(self, record: dict[str, Any]) -> None:
+        """Replace our lease object (only while it is still ours, where the store can say)."""
+        if storage.is_remote(self.path) and storage.supports_conditional(self.path) and self._etag:
+            self._etag = storage.put_if(self.path, json.dumps(record).encode(), self._etag) or self._etag
+        else:
+            atomic_write_text(self.path, json.dumps(record))
 
     def __enter__(self) -> "Lease":
         return self.acquire()
@@ -802,15 +907,12 @@ def finalize(root: Path, manifest: dict[str, Any], shard_count: int) -> dict[str
     complete."""
     from .stats import merge_stats
 
-    root = Path(root)
+    root = storage.as_path(root)
     markers = shard_markers(root)
     missing = sorted(set(range(shard_count)) - set(markers))
     if missing:
         raise LedgerError(f"{root}: shards {missing[:10]} were not committed")
-    for extra in set(markers) - set(range(shard_count)):  # left over from a larger earlier run
-        for path in list(root.glob(f"part-{extra:05d}*")) + list(root.glob(f"{REJECTS_DIR}/part-{extra:05d}*")):
-            path.unlink(missing_ok=True)
-        (root / SHARDS_DIR / f"part-{extra:05d}.json").unlink(missing_ok=True)
+    _drop_uncommitted(root, markers, shard_count)
     total = Counts()
     for index in range(shard_count):
         total.merge(Counts.from_json(markers[index]))
@@ -847,6 +949,40 @@ def finalize(root: Path, manifest: dict[str, Any], shard_count: int) -> dict[str
     return manifest
 
 
+def _shard_index(name: str) -> int | None:
+    """NNNNN of a `part-NNNNN...` file name."""
+    if not name.startswith("part-"):
+        return None
+    digits = name[5:].split(".", 1)[0]
+    return int(digits) if digits.isdigit() else None
+
+
+def _drop_uncommitted(root, markers: dict[int, dict[str, Any]], shard_count: int) -> None:
+    """Remove shard files that are not part of the dataset: left over from a larger earlier run, or
+    uploaded by an attempt killed before its marker. On a store, also check that each committed
+    shard's objects are still the sizes its marker recorded (a zombie attempt overwriting them after
+    the commit is a failure, never silent)."""
+    for extra in set(markers) - set(range(shard_count)):
+        storage.remove(root / SHARDS_DIR / f"part-{extra:05d}.json")
+    if storage.is_remote(root):
+        files = storage.files_under(root)
+        for name in files:
+            index = _shard_index(name.rsplit("/", 1)[-1])
+            if index is not None and index >= shard_count and not name.startswith(("_fit/", "_scratch/")):
+                storage.remove(root / name)
+        for index in range(shard_count):
+            for name, size in (markers[index].get("objects") or {}).items():
+                if files.get(name) != size:
+                    raise LedgerError(f"{root}: shard {index}'s {name} is {files.get(name)} bytes, its commit said "
+                                      f"{size} (another attempt of that task still writing?); run again")
+        return
+    for folder in (root, root / REJECTS_DIR):
+        for path in folder.glob("part-*") if folder.is_dir() else ():
+            index = _shard_index(path.name)
+            if index is not None and index >= shard_count and path.is_file():
+                path.unlink(missing_ok=True)
+
+
 # ---- artifacts: files a stage produces besides shards (thresholds, centroids, a tokenizer) ---------
 
 ARTIFACTS_DIR = "_artifacts"
@@ -854,8 +990,8 @@ ARTIFACTS_DIR = "_artifacts"
 
 def write_artifact(root: Path, name: str, data: bytes | str | Any) -> Path:
     """Write an artifact atomically: bytes and str as they are, anything else as JSON."""
-    path = Path(root) / ARTIFACTS_DIR / name
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = storage.as_path(root) / ARTIFACTS_DIR / name
+    storage.makedirs(path.parent)
     if not isinstance(data, (bytes, str)):
         data = json.dumps(data, indent=1, sort_keys=True, default=_json_default)
     atomic_write_bytes(path, data.encode() if isinstance(data, str) else data)
@@ -863,7 +999,11 @@ def write_artifact(root: Path, name: str, data: bytes | str | Any) -> Path:
 
 
 def artifact_path(root: Path, name: str) -> Path:
-    return Path(root) / ARTIFACTS_DIR / name
+    return storage.as_path(root) / ARTIFACTS_DIR / name
+
+
+def read_artifact(root: Path, name: str) -> bytes:
+    return storage.read_bytes(artifact_path(root, name))
 
 
 def _json_default(value: Any) -> Any:
@@ -883,7 +1023,7 @@ def write_table(table: pa.Table, root: str | os.PathLike, shards: int = 1, stage
     so an equal table gives an equal, skippable input downstream."""
     import hashlib
 
-    root = Path(root)
+    root = storage.as_path(root)
     digest = hashlib.sha256()
     for batch in table.to_batches():
         sink = pa.BufferOutputStream()

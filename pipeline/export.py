@@ -1,7 +1,8 @@
 """`assay export`: a dataset as JSON Lines (plain, gzip or zstd by suffix) or as one Parquet file,
 streamed batch by batch.
 
-The file is written under a temporary name and renamed; an existing OUT is replaced only with
+The file is written under a temporary name and renamed (OUT on a store: written locally, then
+uploaded whole); an existing OUT is replaced only with
 `--force` and only if its first line looks like what this command writes (a JSON object with an
 `id`), so a user's file is never overwritten by accident."""
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from . import storage
 from .dataset import Dataset
 from .errors import UserError
 
@@ -51,25 +53,31 @@ def _ours(path: Path) -> bool:
 
 
 def export_jsonl(dataset: str | os.PathLike, out: str | os.PathLike, rejects: bool = False, force: bool = False) -> int:
-    ds, out = Dataset(dataset), Path(out)
+    ds, out = Dataset(dataset), storage.as_path(out)
     if not ds.complete:
         raise UserError(f"{dataset}: not a complete dataset (no _manifest.json)")
     opener = None if out.name.endswith(".parquet") else _opener(out)
-    if out.exists() and not (force and out.is_file() and _ours(out)):
+    if storage.exists(out) and not (force and storage.is_file(out) and _ours_anywhere(out)):
         raise UserError(f"{out}: exists; refusing to overwrite it" + ("" if force else " (use --force for an earlier export)"))
     files = ds.reject_shards() if rejects else ds.shards()
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    staging = storage.staging_dir("assay-export-") if storage.is_remote(out) else None
+    tmp = (staging / out.name) if staging else out.with_name(f".{out.name}.tmp-{os.getpid()}")
     rows = 0
-    import pyarrow.parquet as pq
+
+    def publish() -> None:
+        if staging is not None:
+            storage.put_file(tmp, out)
+        else:
+            os.replace(tmp, out)
 
     try:
         if opener is None:
             rows = _write_parquet(files, tmp, ds.schema)
-            os.replace(tmp, out)
+            publish()
             return rows
         with opener(tmp) as fh:
             for path in files:
-                for batch in pq.ParquetFile(path).iter_batches(batch_size=2_000):
+                for batch in storage.parquet_file(path).iter_batches(batch_size=2_000):
                     for row in batch.to_pylist():
                         if isinstance(row.get("meta"), str):
                             try:
@@ -78,10 +86,17 @@ def export_jsonl(dataset: str | os.PathLike, out: str | os.PathLike, rejects: bo
                                 pass
                         fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
                         rows += 1
-        os.replace(tmp, out)
+        publish()
     finally:
         tmp.unlink(missing_ok=True)
+        if staging is not None:
+            storage.rmtree(staging)
     return rows
+
+
+def _ours_anywhere(path) -> bool:
+    with storage.local_copy(path) as local:
+        return _ours(local)
 
 
 def _write_parquet(files, tmp: Path, schema) -> int:
@@ -92,7 +107,7 @@ def _write_parquet(files, tmp: Path, schema) -> int:
     writer = None
     try:
         for path in files:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=20_000):
+            for batch in storage.parquet_file(path).iter_batches(batch_size=20_000):
                 if writer is None:
                     writer = pq.ParquetWriter(tmp, batch.schema, compression="zstd")
                 writer.write_batch(batch)

@@ -97,7 +97,7 @@ class FusedStage(MapStage):
     def open_writer(self, out_root: Path, task: Task, schema: pa.Schema) -> FusedWriter:
         writers = []
         for i, (stage, out, sch) in enumerate(zip(self.stages, self.outs, self.schemas)):
-            writer = ShardWriter(Path(out), task.index, sch, stage.stage_id, keep_rows=i == len(self.stages) - 1)
+            writer = ShardWriter(out, task.index, sch, stage.stage_id, keep_rows=i == len(self.stages) - 1)
             stage.stats = Stats()
             writers.append(writer)
         self._writers = writers

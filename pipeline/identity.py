@@ -106,7 +106,11 @@ _HASHES = _HashCache()
 
 
 def file_digest(path: str | os.PathLike) -> str:
-    """sha256 of a file's bytes (stat-cached)."""
+    """sha256 of a file's bytes (stat-cached); for an object on a store, its ETag and size."""
+    if "://" in str(path):
+        from .storage import remote_digest
+
+        return remote_digest(str(path))
     return _HASHES.digest(str(path))
 
 
@@ -116,6 +120,11 @@ def path_digest(value: str | os.PathLike) -> str:
     import glob
 
     value = os.path.expanduser(str(value))
+    if "://" in value:  # a file, folder or glob on a store: its objects' ETags
+        from .storage import expand_urls
+
+        urls = expand_urls([value])
+        return _combine((url, file_digest(url)) for url in urls) if urls else f"missing:{value}"
     if glob.has_magic(value):
         matches = sorted(glob.glob(value, recursive=True))
         return _combine((m, path_digest(m)) for m in matches)

@@ -35,7 +35,14 @@ def expand_paths(patterns: Iterable[str] | str) -> list[str]:
     if isinstance(patterns, str):
         patterns = [patterns]
     found: set[str] = set()
+    remote = [str(p) for p in patterns if "://" in str(p) and not str(p).startswith("file://")]
+    if remote:
+        from .storage import expand_urls
+
+        found.update(expand_urls(remote))
     for pattern in patterns:
+        if str(pattern) in remote:
+            continue
         pattern = os.path.expanduser(str(pattern))
         matches = glob.glob(pattern, recursive=True) if glob.has_magic(pattern) else [pattern]
         for match in matches:
@@ -44,7 +51,7 @@ def expand_paths(patterns: Iterable[str] | str) -> list[str]:
                 found.update(str(p) for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
             elif path.exists():
                 found.add(str(path))
-    return sorted(os.path.abspath(f) for f in found)
+    return sorted(f if "://" in f else os.path.abspath(f) for f in found)
 
 
 def resolve_path_params(params: dict, names: Iterable[str], base: Path) -> dict:
@@ -54,7 +61,7 @@ def resolve_path_params(params: dict, names: Iterable[str], base: Path) -> dict:
         value = out.get(name)
         if value is None:
             continue
-        fix = lambda p: p if os.path.isabs(os.path.expanduser(p)) else str(base / p)  # noqa: E731
+        fix = lambda p: p if "://" in p or os.path.isabs(os.path.expanduser(p)) else str(base / p)  # noqa: E731
         out[name] = [fix(v) for v in ([value] if isinstance(value, str) else value)] if name == "paths" else fix(value)
     return out
 

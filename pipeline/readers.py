@@ -236,14 +236,15 @@ def guard_file(read_file: Callable[..., Iterator[pa.Table]]) -> Callable[..., It
     def read(self, path: str, byte_range: tuple[int, int] | None = None) -> Iterator[pa.Table]:
         buf = DocBuffer(self.source_for(path), schema=self.reader_schema)
         rows = 0
-        where = f"{path}[{byte_range[0]}:{byte_range[1]}]" if byte_range else path
+        name = self.name_of(path)  # the file as rows name it (the same on local disk or a store)
+        where = f"{name}[{byte_range[0]}:{byte_range[1]}]" if byte_range else name
         with buf.guard(where, "corrupt_file"):
             check_regular_file(path)
             for table in (read_file(self, path, byte_range) if byte_range else read_file(self, path)):
                 rows += table.num_rows
                 yield table
         if not rows and not buf.rows and not byte_range:
-            buf.reject("empty_file", "the file holds no records", where=path)
+            buf.reject("empty_file", "the file holds no records", where=name)
         if buf.rows:
             yield buf.take()
 
@@ -371,16 +372,17 @@ class ReadJsonl(FileReader):
 
     def read_file(self, path: str, byte_range: tuple[int, int] | None = None) -> Iterator[pa.Table]:
         p = self.params
+        name = self.name_of(path)  # the file as rows name it (the same on local disk or a store)
         # ids from line numbers: the same whether the file is read whole or split into tasks
-        buf = DocBuffer(self.source_for(path), schema=self.reader_schema, origin=path)
+        buf = DocBuffer(self.source_for(path), schema=self.reader_schema, origin=name)
         lineno = 0
-        with buf.guard(lambda: f"{path} after line {lineno}", "corrupt_file"):
+        with buf.guard(lambda: f"{name} after line {lineno}", "corrupt_file"):
             with open_binary(path, max_expansion=p.max_expansion) as fh:
                 if byte_range:
                     lineno = seek_line_start(fh, byte_range[0])
                 lines = iter_lines(fh, p.max_doc_bytes, first_lineno=lineno, until=byte_range[1] if byte_range else None)
                 for lineno, raw, size in lines:
-                    where = f"{path}:{lineno}"
+                    where = f"{name}:{lineno}"
                     if raw is None:
                         buf.reject("too_large", f"{size} bytes > max_doc_bytes={p.max_doc_bytes}", where=where,
                                    position=lineno)
@@ -437,7 +439,8 @@ class ReadTextFiles(FileReader):
     def read_file(self, path: str) -> Iterator[pa.Table]:
         p = self.params
         buf = DocBuffer(self.source_for(path))
-        rel = os.path.relpath(path, p.root) if p.root else path
+        logical = getattr(self, "_logical", {}).get(path, path)  # a file on a store: its URL
+        rel = os.path.relpath(logical, p.root) if p.root else self.name_of(path)
         name = strip_compression_suffix(path)
         kind = p.content_type or ("code" if Path(name).suffix.lower() in CODE_SUFFIXES else "web")
         with buf.guard(rel, "corrupt_file"):
@@ -515,7 +518,8 @@ class ReadParquet(FileReader):
         p = self.params
         buf = DocBuffer(self.source_for(path), schema=self.reader_schema)
         seen = 0
-        with buf.guard(lambda: f"{path} after row {seen}" if seen else path, "corrupt_file"):
+        name = self.name_of(path)  # the file as rows name it (the same on local disk or a store)
+        with buf.guard(lambda: f"{name} after row {seen}" if seen else name, "corrupt_file"):
             with pq.ParquetFile(path) as pf:
                 problem = _text_column_problem(pf.schema_arrow, p.text_field)
                 if problem:
@@ -523,7 +527,7 @@ class ReadParquet(FileReader):
                 for batch in pf.iter_batches(batch_size=p.batch_rows):
                     for row in _batch_rows(batch):
                         seen += 1
-                        with buf.guard(f"{path}:{seen}", "wrong_type"):
+                        with buf.guard(f"{name}:{seen}", "wrong_type"):
                             if isinstance(row, Exception):
                                 raise row
                             self._add_row(buf, row)

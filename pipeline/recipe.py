@@ -247,7 +247,8 @@ def parse_recipe(data: Any, path: Path | str = "<recipe>") -> Recipe:
     # One rule for relative paths: written in a file, relative to that file (inputs, models and a
     # `workdir:` key alike); given on the command line or left to the default (runs/<name>), relative to
     # the directory assay runs in.
-    if "workdir" in data and data.get("workdir") and not Path(os.path.expanduser(recipe.workdir)).is_absolute():
+    if "workdir" in data and data.get("workdir") and "://" not in recipe.workdir and \
+            not Path(os.path.expanduser(recipe.workdir)).is_absolute():
         recipe.workdir = str(recipe._base_dir / os.path.expanduser(recipe.workdir))
     _check_graph(recipe, path)
     return recipe

@@ -292,7 +292,11 @@ details{text-align:left}
 """
 
 
-def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
+def write_report(run_dir: str | Path, out: str | Path | None = None, shown_as: str | None = None) -> Path:
+    from . import storage
+
+    if storage.is_url(run_dir) or (out is not None and storage.is_url(out)):
+        return _write_remote_report(storage.as_path(run_dir), out)
     run_dir = Path(run_dir)
     stages = load_stages(run_dir)
     if not stages:
@@ -311,7 +315,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>Assay report: {html.escape(title)}</title>"
         f"<style>{CSS}</style></head><body><h1>Assay report: {html.escape(title)}</h1>"
-        f"<p class='sub'>output: {html.escape(str(run_dir.resolve()))} · engine {html.escape(str(run.get('engine', '?')))}"
+        f"<p class='sub'>output: {html.escape(shown_as or str(run_dir.resolve()))} · engine {html.escape(str(run.get('engine', '?')))}"
         f" · {len(stages)} stages · {total:.1f} s of stage time · assay {__version__} · {when}</p>" + warning
         + "".join(f"<section>{s}</section>" for s in sections)
         + "</body></html>"
@@ -319,3 +323,30 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     target = Path(out) if out else run_dir / "report.html"
     atomic_write_text(target, page)
     return target
+
+
+def _write_remote_report(run_dir, out) -> Path:
+    """A report of a run on a store: its manifests, run logs and artifacts (not its shards or
+    checkpoints) mirrored to a local folder, rendered there, and the page uploaded."""
+    import shutil
+    import tempfile
+
+    from . import storage
+
+    local = Path(tempfile.mkdtemp(prefix="assay-report-"))
+    try:
+        if storage.is_remote(run_dir):
+            for name in storage.files_under(run_dir):
+                base = name.rsplit("/", 1)[-1]
+                if base.startswith("part-") or "/checkpoints/" in f"/{name}" or "/_fit/" in f"/{name}" or \
+                        base == "report.html":
+                    continue  # data, not what a report reads
+                (local / name).parent.mkdir(parents=True, exist_ok=True)
+                (local / name).write_bytes(storage.read_bytes(run_dir / name))
+        page = write_report(local if storage.is_remote(run_dir) else run_dir, local / "report.html",
+                            shown_as=str(run_dir))
+        target = storage.as_path(out) if out else run_dir / "report.html"
+        atomic_write_text(target, page.read_text())
+        return target
+    finally:
+        shutil.rmtree(local, ignore_errors=True)

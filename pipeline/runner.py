@@ -10,7 +10,6 @@ import glob
 import hashlib
 import json
 import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import __version__
+from . import __version__, storage
 from .dataset import (Dataset, Lease, OutputRefused, atomic_write_text, check_output, check_replace, done_shards,
                       finalize, prepare_output)
 from .identity import fingerprint_of, why
@@ -67,21 +66,17 @@ def _as_engine(engine: Engine | str | None, options: EngineOptions | dict | None
     return get_engine(engine or "local", options)
 
 
-def _inside(child: Path, parent: Path) -> bool:
-    return child == parent or parent in child.parents
-
-
 def check_paths(stage: Stage, inputs: Sequence[Dataset], out: Path) -> None:
     """Refuse an output that is an input, lies inside one, or holds one: a run must never write over,
     into or around what it reads."""
-    target = out.resolve()
-    sources = [ds.path.resolve() for ds in inputs]
+    target = storage.resolve(storage.as_path(out))
+    sources = [storage.resolve(ds.path) for ds in inputs]
     if isinstance(stage, SourceStage):
-        sources += [Path(p).resolve() for p in stage.params.paths if not glob.has_magic(str(p))]
-        sources += [Path(f).resolve() for f in stage.matched_files()]
+        sources += [storage.resolve(storage.as_path(p)) for p in stage.params.paths if not glob.has_magic(str(p))]
+        sources += [storage.resolve(storage.as_path(f)) for f in stage.matched_files()]
     for src in sources:
-        if _inside(target, src) or _inside(src, target):
-            relation = "is" if target == src else "is inside" if _inside(target, src) else "contains"
+        if storage.inside(target, src) or storage.inside(src, target):
+            relation = "is" if str(target) == str(src) else "is inside" if storage.inside(target, src) else "contains"
             raise OutputRefused(f"output {out} {relation} the input {src}; choose another output path")
 
 
@@ -93,7 +88,7 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
 
     `force` runs it even when nothing it reads changed; `replace` (default: `force`) lets it replace an
     output another stage, recipe (`owner`) or params made."""
-    out = Path(out)
+    out = storage.as_path(out)
     datasets = [ds if isinstance(ds, Dataset) else Dataset(ds) for ds in inputs]
     for ds in datasets:
         if not ds.complete:
@@ -136,6 +131,8 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
                 shard_count = getattr(stage, f"run_{plan}")(ctx)
             finally:
                 stage.close()
+                if "_local_scratch" in ctx.extra_state:  # the driver's own scratch of a remote output
+                    storage.rmtree(ctx.extra_state["_local_scratch"])
             manifest["plan"] = plan
             if ctx.extra:  # plan statistics (candidate pairs, groups, spilled bytes, ...)
                 manifest["stats"] = ctx.extra
@@ -153,7 +150,7 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
         manifest["wall_seconds"] = round(time.time() - started, 3)
         manifest["output_columns"] = schema.names
         manifest = finalize(out, manifest, shard_count)
-        shutil.rmtree(out / "_scratch", ignore_errors=True)
+        storage.rmtree(out / "_scratch")
     return StageResult(stage.stage_id, out, manifest, skipped=False)
 
 
@@ -185,7 +182,7 @@ def run_fused(stages: Sequence[Stage], inputs: Sequence[Dataset | str | os.PathL
 
     from .fusion import FusedStage, fusable
 
-    outs = [Path(o) for o in outs]
+    outs = [storage.as_path(o) for o in outs]
     datasets = [ds if isinstance(ds, Dataset) else Dataset(ds) for ds in inputs]
     for stage in stages:
         if not fusable(stage):
@@ -240,7 +237,7 @@ def run_fused(stages: Sequence[Stage], inputs: Sequence[Dataset | str | os.PathL
             manifest = finalize(out, manifest, max(len(tasks), 1))
             results.append(StageResult(stage.stage_id, out, manifest, skipped=False))
             upstream = [(str(out), fp)]
-        shutil.rmtree(outs[-1] / "_scratch", ignore_errors=True)
+        storage.rmtree(outs[-1] / "_scratch")
     return results
 
 
@@ -266,7 +263,7 @@ def _fit(eng: Engine, stage: FitApplyStage, tasks: list[Task], out: Path, schema
         unreadable = [t for t, state in zip(fit_tasks, states) if state is _UNREADABLE]
         if unreadable:  # not what this stage stored (damaged, or planted): fit those shards again
             for t in unreadable:
-                (fit_root / "_shards" / f"part-{t.index:05d}.json").unlink(missing_ok=True)
+                storage.remove(fit_root / "_shards" / f"part-{t.index:05d}.json")
             _run_tasks(eng, stage, unreadable, out, schema, progress, total=len(fit_tasks),
                        already=len(fit_tasks) - len(unreadable), label="fit")
             states = _load_states(fit_root, fit_tasks)
@@ -349,11 +346,11 @@ def run_recipe(recipe, workdir: str | os.PathLike | None = None, engine: str | N
     from .recipe import Recipe
 
     assert isinstance(recipe, Recipe)
-    root = Path(workdir or recipe.workdir)
+    root = storage.as_path(workdir or recipe.workdir)
     order = recipe.order()
     selected = _select(order, recipe, start, until)
     check_workdir(root, [s for s in order if s in selected], owner=recipe.name, replace=replace)
-    root.mkdir(parents=True, exist_ok=True)
+    storage.makedirs(root)
     engine_name = engine or recipe.engine
     engine_opts = recipe.engine_options.model_copy(update=options or {})
     results: list[StageResult] = []
@@ -409,7 +406,7 @@ def dry_run(recipe, workdir: str | os.PathLike | None = None) -> list[tuple[str,
     The fingerprints are the ones the run would compute (identity.py), upstream ones included."""
     from .identity import fingerprint_of, why
 
-    root = Path(workdir or recipe.workdir)
+    root = storage.as_path(workdir or recipe.workdir)
     fps: dict[str, str] = {}
     plan = []
     for stage_id in recipe.order():
@@ -462,11 +459,12 @@ def check_workdir(root: Path, stage_ids: Sequence[str], owner: str | None = None
     dataset. Checked for all stages before any runs, so a refusal touches nothing."""
     from .dataset import read_json_safe
 
-    if root.exists():
-        if not root.is_dir():
+    root = storage.as_path(root)
+    if storage.exists(root):
+        if not storage.is_dir(root):
             raise OutputRefused(f"--workdir {root}: exists and is not a directory")
         log = read_json_safe(root / RUN_LOG)
-        if any(root.iterdir()) and not (isinstance(log, dict) and "recipe" in log):
+        if storage.listdir(root) and not (isinstance(log, dict) and "recipe" in log):
             raise OutputRefused(f"--workdir {root}: exists, is not empty and is not an Assay run directory; "
                                 "refusing to write there (choose a new workdir)")
         if isinstance(log, dict) and owner is not None and log.get("recipe") not in (None, owner) and not replace:

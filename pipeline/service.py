@@ -75,10 +75,17 @@ class RequestCache:
     an index of where each answer lies; a miss looks again for lines other processes have appended
     since, at most once a second. Creating a file per answer (the layout before, `<cache>/<2 hex>/
     <sha256>.json`, still read) cost more CPU than the HTTP exchange itself.
+
+    A cache on a store (`cache_dir: s3://bucket/cache`): the same journals, mirrored in a local folder
+    (ASSAY_CACHE/remote-requests/...). Other processes' journals are fetched whole when they grew
+    (at most once per RESCAN_S, on a miss); ours is appended locally and uploaded whole at most every
+    PUBLISH_S seconds and when the stage ends, so a kill loses at most the last PUBLISH_S of answers.
     """
 
     def __init__(self, root: str | os.PathLike):
-        self.root = Path(root)
+        from .storage import as_path
+
+        self.root = as_path(root)
         self._journal = _journal_for(self.root)
 
     def __reduce__(self):  # a copy in another process opens that process's journal
@@ -104,6 +111,12 @@ class RequestCache:
         """Every stored (request, response)."""
         return self._journal.entries()
 
+    def flush(self) -> None:
+        """Make the answers stored so far visible to other hosts (a cache on a store; else nothing)."""
+        publish = getattr(self._journal, "publish", None)
+        if publish is not None:
+            publish()
+
 
 _JOURNALS: dict[tuple[str, int], "_Journal"] = {}
 _JOURNALS_LOCK = threading.Lock()
@@ -111,11 +124,14 @@ _JOURNALS_LOCK = threading.Lock()
 
 def _journal_for(root: Path) -> "_Journal":
     """One journal per cache directory and process (a forked child gets its own)."""
-    ident = (str(root.expanduser().absolute()), os.getpid())
+    from .storage import is_remote
+
+    remote = is_remote(root)
+    ident = (str(root) if remote else str(root.expanduser().absolute()), os.getpid())
     with _JOURNALS_LOCK:
         journal = _JOURNALS.get(ident)
         if journal is None:
-            journal = _JOURNALS[ident] = _Journal(Path(ident[0]))
+            journal = _JOURNALS[ident] = _RemoteJournal(root) if remote else _Journal(Path(ident[0]))
         return journal
 
 
@@ -267,6 +283,52 @@ class _Journal:
         self.consumed[self.own] = 0
 
 
+class _RemoteJournal(_Journal):
+    """The journals of a cache on a store, mirrored locally (see RequestCache)."""
+
+    PUBLISH_S = 5.0
+
+    def __init__(self, remote: Any):
+        import atexit
+
+        self.remote = remote
+        mirror = default_cache_dir().parent / "remote-requests" / hashlib.sha256(str(remote).encode()).hexdigest()[:16]
+        super().__init__(mirror)
+        self.published_at = 0.0
+        atexit.register(self.publish)
+
+    def _scan(self) -> None:
+        from . import storage
+
+        remote_dir = self.remote / "journal"
+        sizes = storage.files_under(remote_dir)
+        own = self.files[self.own].name if self.own is not None else None
+        for name, size in sizes.items():
+            local = self.dir / name
+            if name.endswith(".jsonl") and "/" not in name and name != own and \
+                    (not local.exists() or local.stat().st_size < size):
+                local.parent.mkdir(parents=True, exist_ok=True)
+                tmp = local.with_name(f".{name}.{os.getpid()}")
+                tmp.write_bytes(storage.read_bytes(remote_dir / name))
+                os.replace(tmp, local)  # a journal only grows: the new copy holds the old lines where they were
+        super()._scan()
+
+    def put(self, key: str, request_json: str, response: Any) -> None:
+        super().put(key, request_json, response)
+        if time.monotonic() - self.published_at >= self.PUBLISH_S:
+            self.publish()
+
+    def publish(self) -> None:
+        """Upload our journal whole (a store has no append)."""
+        from . import storage
+
+        with self.write_lock:
+            if self.own is None:
+                return
+            storage.put_file(self.files[self.own], self.remote / "journal" / self.files[self.own].name)
+            self.published_at = time.monotonic()
+
+
 def default_cache_dir() -> Path:
     return Path(os.environ.get("ASSAY_CACHE", Path.home() / ".cache" / "assay")) / "requests"
 
@@ -329,6 +391,7 @@ class ServiceStage(MapStage):
         with ThreadPoolExecutor(max_workers=self.params.concurrency) as pool:
             for i, answer in zip(todo, pool.map(self._answer, [requests[i] for i in todo])):
                 answers[i] = answer
+        self.cache.flush()  # a cache on a store: this batch's answers uploaded before its shard commits
         values: dict[str, list] = {name: [None] * len(rows) for name in self.columns}
         reasons: list[str | None] = [None] * len(rows)
         details: list[str | None] = [None] * len(rows)

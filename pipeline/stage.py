@@ -143,8 +143,9 @@ class Stage:
         self._ready = False
 
     # Attributes that prepare() builds once on the driver (an index, a vocabulary): the runner writes
-    # them to the output's scratch folder, which every engine's workers already share, and each
-    # worker loads them once before setup() instead of building its own.
+    # them to the output's scratch folder (on the output's file system or store, which every engine's
+    # workers reach without a shared disk), and each worker loads them once before setup() instead of
+    # building its own.
     shared: ClassVar[tuple[str, ...]] = ()
 
     def prepare(self) -> None:
@@ -165,9 +166,9 @@ class Stage:
     def _load_shared(self) -> None:
         path = getattr(self, "_shared_path", None)
         if path and any(getattr(self, name, None) is None for name in self.shared):
-            from . import codec
+            from . import codec, storage
 
-            for name, value in codec.loads(Path(path).read_bytes()).items():
+            for name, value in codec.loads(storage.read_bytes(path)).items():
                 setattr(self, name, value)
 
     # Lazy, once-per-worker initialisation (models, compiled regexes, ...).
@@ -290,7 +291,7 @@ class MapStage(Stage):
         holding more than `task_bytes` of uncompressed data is re-sharded into runs of its row
         groups, so one oversized shard upstream does not leave every later stage on one core."""
         tasks: list[Task] = []
-        for path in (str(p) for ds in inputs for p in ds.shards()):
+        for path in (str(p) for ds in inputs for p in ds.shards()):  # a URL stays a URL (storage.py)
             spans = row_group_spans(path, self.task_bytes)
             if spans is None:
                 tasks.append(Task(len(tasks), (path,)))
@@ -300,15 +301,14 @@ class MapStage(Stage):
         return tasks
 
     def read_batches(self, task: Task, writer) -> Iterator[pa.Table]:
-        import pyarrow.parquet as pq
-
+        from . import storage
         from .schema import text_bytes
 
         note = getattr(writer, "note_inputs", None)
         span = task.get("row_groups")
         groups = list(range(*span)) if span else None
         for path in task.inputs:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=self.batch_rows, row_groups=groups):
+            for batch in storage.parquet_file(path).iter_batches(batch_size=self.batch_rows, row_groups=groups):
                 table = pa.Table.from_batches([batch])
                 if note is not None:
                     note(table)
@@ -341,6 +341,18 @@ class SourceStage(Stage):
 
         return expand_paths(self.params.paths)
 
+    def name_of(self, path: str) -> str:
+        """How rows name the file they came from (row ids, meta, reject details): its path below the
+        folder that holds the stage's input folders (`sample/html/*.html.gz` names a file
+        `html/a.html.gz`), so the same corpus gives the same rows on local disk or on a store."""
+        logical = getattr(self, "_logical", {}).get(path, path)
+        if getattr(self, "_input_root", None) is None:
+            self._input_root = input_root(getattr(self.params, "paths", None) or [])
+        root = self._input_root
+        if root and logical.startswith(root + "/"):
+            return logical[len(root) + 1:]
+        return logical
+
     def matched_files(self) -> list[str]:
         """`input_files()`, globbed once per instance: the fingerprint and the tasks share it."""
         if getattr(self, "_matched", None) is None:
@@ -357,8 +369,7 @@ class SourceStage(Stage):
         return [(f, file_digest(f)) for f in self.matched_files()]
 
     def tasks(self, inputs: Sequence["Dataset"] = ()) -> list[Task]:
-        import os
-
+        from . import storage
         from .errors import UserError
 
         files = self.matched_files()
@@ -375,7 +386,7 @@ class SourceStage(Stage):
             group, group_bytes = [], 0
 
         for path in files:
-            size = os.path.getsize(path)
+            size = storage.size(path)
             if self.splittable and size > self.task_bytes and _plain(path):
                 flush()
                 pieces = -(-size // self.task_bytes)
@@ -401,25 +412,64 @@ class SourceStage(Stage):
         raise NotImplementedError
 
     def run_task(self, task: Task, writer) -> Iterator[pa.Table]:
-        import os
+        from . import storage
 
         self.ensure_setup()
         counts = getattr(writer, "counts", writer)  # a shard writer, or a bare Counts (tests, notebooks)
         byte_range = task.get("range")
-        for path in task.inputs:
+        for url in task.inputs:
             try:
-                size = os.path.getsize(path)
+                size = storage.size(url)
                 counts.bytes_in += (byte_range[1] - byte_range[0]) if byte_range else size
             except OSError:
                 pass
-            tables = self.read_file(path, byte_range) if byte_range else self.read_file(path)
-            ordinal = 0
-            for table in tables:
-                counts.rows_in += table.num_rows
-                # ids from (file, ordinal); a splittable reader names positions itself (line numbers),
-                # so that its ids do not depend on how the file was cut into tasks
-                yield table if self.splittable else with_row_ids(table, path, ordinal)
-                ordinal += table.num_rows
+            # A file on a store is read from a local copy (readers and their libraries take paths);
+            # rows still name it by its place among the inputs (name_of).
+            with storage.local_copy(url) as local:
+                path = str(local)
+                self._logical = {path: url} if path != url else {}
+                try:
+                    tables = self.read_file(path, byte_range) if byte_range else self.read_file(path)
+                    ordinal = 0
+                    for table in tables:
+                        counts.rows_in += table.num_rows
+                        # ids from (file, ordinal); a splittable reader names positions itself (line
+                        # numbers), so that its ids do not depend on how the file was cut into tasks
+                        yield table if self.splittable else with_row_ids(table, self.name_of(path), ordinal)
+                        ordinal += table.num_rows
+                finally:
+                    self._logical = {}
+
+
+def input_root(patterns: Sequence[str]) -> str | None:
+    """The folder above the deepest folder holding every pattern's fixed part (see name_of)."""
+    import glob
+    import os
+
+    from . import storage
+
+    bases = []
+    for pattern in patterns:
+        pattern = str(pattern)
+        url = storage.is_url(pattern)
+        if not url:
+            pattern = os.path.abspath(os.path.expanduser(pattern))
+        parts = pattern.split("/")
+        fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), None)
+        if fixed is not None:
+            base = "/".join(parts[:fixed])
+        else:
+            base = pattern.rstrip("/") if storage.is_dir(pattern) else pattern.rsplit("/", 1)[0]
+        bases.append(base)
+    if not bases:
+        return None
+    common = bases[0]
+    for base in bases[1:]:
+        while common and not (base == common or base.startswith(common + "/")):
+            common = common.rsplit("/", 1)[0] if "/" in common else ""
+    if "://" in common and common.split("://", 1)[1].count("/") < 1:
+        return common  # a bucket: nothing above it
+    return common.rsplit("/", 1)[0] if "/" in common else None
 
 
 def with_row_ids(table: pa.Table, origin: str, first: int) -> pa.Table:
@@ -436,13 +486,11 @@ def with_row_ids(table: pa.Table, origin: str, first: int) -> pa.Table:
 def row_group_spans(path: str, task_bytes: int) -> list[tuple[int, int]] | None:
     """[start, end) runs of row groups of about `task_bytes` uncompressed each, or None when the
     shard is one task. Depends only on the file's footer, so the split is the same on every run."""
-    import os
+    from . import storage
 
-    import pyarrow.parquet as pq
-
-    if os.path.getsize(path) * 2 < task_bytes:  # compressed size: too small to matter, skip the footer
+    if storage.size(path) * 2 < task_bytes:  # compressed size: too small to matter, skip the footer
         return None
-    meta = pq.ParquetFile(path).metadata
+    meta = storage.parquet_file(path).metadata
     sizes = [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]
     if len(sizes) < 2 or sum(sizes) <= task_bytes:
         return None
@@ -521,7 +569,9 @@ class PartialWriter:
     def __init__(self, out_root: Path, index: int):
         from .dataset import Counts, ShardFiles
 
-        self.root = Path(out_root) / "_fit"
+        from . import storage
+
+        self.root = storage.as_path(out_root) / "_fit"
         self.files = ShardFiles(self.root, index)
         self.counts = Counts()
         self.state: Any = None
@@ -569,6 +619,7 @@ class GlobalContext:
     workdir: Path | None = None
     fingerprint: str = ""  # the run's identity (a checkpoint names the run it belongs to)
     extra: dict[str, Any] = field(default_factory=dict)
+    extra_state: dict[str, Any] = field(default_factory=dict, repr=False)  # not for the manifest
 
     def shard_writer(self, index: int, schema: pa.Schema | None = None):
         from .dataset import ShardWriter
@@ -576,8 +627,16 @@ class GlobalContext:
         return ShardWriter(self.out_root, index, schema or self.output_schema, self.stage_id)
 
     def scratch(self, name: str) -> Path:
-        """A scratch directory inside the output (removed with it) for spills and checkpoints."""
-        path = self.out_root / "_scratch" / name
+        """A scratch directory for the driver's spills and checkpoints: inside the output (removed with
+        it), or for an output on a store, a local folder of the driver's (removed when the run ends)."""
+        from . import storage
+
+        if storage.is_remote(self.out_root):
+            if "_local_scratch" not in self.extra_state:
+                self.extra_state["_local_scratch"] = storage.staging_dir("assay-scratch-")
+            path = self.extra_state["_local_scratch"] / name
+        else:
+            path = self.out_root / "_scratch" / name
         path.mkdir(parents=True, exist_ok=True)
         return path
 

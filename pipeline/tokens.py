@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import storage
 from .dataset import MANIFEST, SHARDS_DIR, Counts, ShardFiles, read_json
 
 # Mask bits. A token is a training target when LOSS is set; META marks the metadata prefix (the
@@ -89,7 +90,7 @@ class TokenShardWriter:
     `note_inputs`) are rejected or are the parents (`doc_id` in the index) of the pieces written."""
 
     def __init__(self, root: Path, index: int, layout: TokenLayout, stage_id: str = ""):
-        self.root = Path(root)
+        self.root = storage.as_path(root)
         self.index = index
         self.layout = layout
         self.stage_id = stage_id
@@ -223,10 +224,12 @@ DOC_INDEX_SCHEMA = pa.schema([
 
 
 class TokenDataset:
-    """Read side: memory-mapped tokens and masks per shard, the doc index, the layout."""
+    """Read side: memory-mapped tokens and masks per shard, the doc index, the layout. A dataset on a
+    store is read through a local cache (storage.cached_copy: fetched once per object version), so
+    memory mapping works the same."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+        self.path = storage.as_path(path)
         manifest = read_json(self.path / MANIFEST)
         if manifest is None:
             raise FileNotFoundError(f"{self.path}: not a complete token dataset (no {MANIFEST})")
@@ -236,17 +239,21 @@ class TokenDataset:
         self.layout = TokenLayout.from_json(manifest["tokens"])
 
     def shard_indexes(self) -> list[int]:
-        return sorted(int(p.name.split("-")[1].split(".")[0]) for p in self.path.glob(f"part-*{TOKENS_SUFFIX}"))
+        return sorted(int(p.name.split("-")[1].split(".")[0]) for p in storage.glob(self.path, f"part-*{TOKENS_SUFFIX}"))
+
+    def local(self, name: str) -> Path:
+        """A local path holding the dataset's file `name` (the file itself, or its cached copy)."""
+        return storage.cached_copy(self.path / name)
 
     def verify(self) -> None:
         """Check every shard against what its commit recorded (the shard count against the manifest,
         each file's size and checksum, the token count) before anything trains or scores on it: a
         truncated `.tokens` file is an error naming the file, never half the rows read silently."""
-        key = (str(self.path.resolve()), (self.path / MANIFEST).stat().st_mtime_ns)
+        key = (str(storage.resolve(self.path)), storage.file_version(self.path / MANIFEST))
         if _VERIFIED.get(key):
             return
         markers = {int(p.stem.split("-")[1]): json.loads(p.read_text())
-                   for p in (self.path / SHARDS_DIR).glob("part-*.json")}
+                   for p in storage.glob(self.path / SHARDS_DIR, "part-*.json")}
         expected = self.manifest.get("shards")
         present = set(self.shard_indexes())
         if expected is not None and (set(markers) != set(range(expected)) or present - set(markers)):
@@ -255,9 +262,9 @@ class TokenDataset:
         for index, marker in sorted(markers.items()):
             stem = shard_stem(index)
             for suffix, want in (marker.get("files") or {}).items():
-                path = self.path / (stem + suffix)
-                if not path.exists():
-                    raise DamagedShards(f"{path}: missing; rebuild the dataset")
+                if not storage.exists(self.path / (stem + suffix)):
+                    raise DamagedShards(f"{self.path / (stem + suffix)}: missing; rebuild the dataset")
+                path = self.local(stem + suffix)
                 got = path.stat().st_size
                 if got != want["bytes"]:
                     raise DamagedShards(f"{path}: {got:,} bytes where its commit recorded {want['bytes']:,} "
@@ -265,15 +272,15 @@ class TokenDataset:
                 if _file_sum(path)["xxh3"] != want["xxh3"]:
                     raise DamagedShards(f"{path}: its checksum differs from the one its commit recorded "
                                         "(changed after it was written); rebuild the dataset")
-            if "tokens" in marker and (self.path / (stem + TOKENS_SUFFIX)).exists():
-                have = (self.path / (stem + TOKENS_SUFFIX)).stat().st_size // self.layout.dtype.itemsize
+            if "tokens" in marker and storage.exists(self.path / (stem + TOKENS_SUFFIX)):
+                have = self.local(stem + TOKENS_SUFFIX).stat().st_size // self.layout.dtype.itemsize
                 if have != int(marker["tokens"]):
                     raise DamagedShards(f"{self.path / (stem + TOKENS_SUFFIX)}: {have:,} tokens where its commit "
                                         f"recorded {int(marker['tokens']):,}; rebuild the dataset")
         _VERIFIED[key] = True
 
     def _map(self, index: int, suffix: str, dtype: np.dtype) -> np.ndarray:
-        path = self.path / (shard_stem(index) + suffix)
+        path = self.local(shard_stem(index) + suffix)
         if path.stat().st_size == 0:
             flat = np.zeros(0, dtype)
         else:
@@ -287,10 +294,10 @@ class TokenDataset:
         return self._map(index, MASK_SUFFIX, np.dtype(np.uint8))
 
     def docs(self, index: int) -> pa.Table:
-        return pq.read_table(self.path / (shard_stem(index) + DOCS_SUFFIX))
+        return storage.read_parquet(self.path / (shard_stem(index) + DOCS_SUFFIX))
 
     def n_tokens(self) -> int:
-        return sum(int(json.loads(p.read_text()).get("tokens", 0)) for p in (self.path / SHARDS_DIR).glob("*.json"))
+        return sum(int(json.loads(p.read_text()).get("tokens", 0)) for p in storage.glob(self.path / SHARDS_DIR, "*.json"))
 
     def iter_rows(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(tokens, mask) per packed row, in shard order."""
@@ -301,4 +308,4 @@ class TokenDataset:
 
     @property
     def tokenizer_path(self) -> Path | None:
-        return self.path / self.layout.tokenizer if self.layout.tokenizer else None
+        return self.local(self.layout.tokenizer) if self.layout.tokenizer else None

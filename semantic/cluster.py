@@ -13,6 +13,7 @@ Inputs: `[documents, embeddings]` (side.py).
 """
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
+from assay.pipeline import storage
 from assay.pipeline.stage import FitApplyStage, Params, Resources, register, set_column
 
 from .side import WithEmbeddings, vector_column
@@ -128,7 +130,7 @@ class Cluster(WithEmbeddings, FitApplyStage):
         path = artifact_path(out_root, "kmeans.npz")
         if not path.exists():  # an empty input: nothing to assign
             return None
-        data = np.load(path)
+        data = np.load(io.BytesIO(storage.read_bytes(path)))
         return Assigner(Centroids(data["coarse"], data["fine"], data["parent"]), self.params.nprobe)
 
     def apply(self, table: pa.Table, artifact: Any) -> pa.Table:

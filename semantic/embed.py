@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
+from assay.pipeline import storage
 from assay.pipeline.stage import MapStage, Params, Resources, register
 
 from .model import model_name
@@ -81,13 +82,11 @@ class Embed(MapStage):
         return pa.table({"id": table.column("id"), EMBEDDING: vector_column(matrix, self.params.dtype)})
 
     def describe_output(self, out_root) -> dict:
-        import pyarrow.parquet as pq
-
         from assay.pipeline.dataset import Dataset
 
         dim = None
         for shard in Dataset(out_root).shards():
-            column = pq.read_table(shard, columns=[EMBEDDING]).column(EMBEDDING)
+            column = storage.read_parquet(shard, columns=[EMBEDDING]).column(EMBEDDING)
             if len(column):
                 dim = len(column[0])
                 break

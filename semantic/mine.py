@@ -224,9 +224,11 @@ class Mine(WithEmbeddings, FitApplyStage):
     def load_artifact(self, out_root: Path) -> dict:
         import pyarrow.parquet as pq
 
-        from assay.pipeline.dataset import artifact_path
+        import pyarrow as pa
 
-        sel = pq.read_table(artifact_path(out_root, "selection.parquet"))
+        from assay.pipeline.dataset import read_artifact
+
+        sel = pq.read_table(pa.BufferReader(read_artifact(out_root, "selection.parquet")))
         return {i: (items, s) for i, items, s in zip(sel.column("id").to_pylist(), sel.column("items").to_pylist(),
                                                       sel.column("score").to_pylist())}
 

@@ -134,9 +134,11 @@ class Rebalance(FitApplyStage):
         write_artifact(out_root, "fit.json", json.dumps(summary(artifact, self.params), indent=2))
 
     def load_artifact(self, out_root: Path) -> dict:
-        from assay.pipeline.dataset import artifact_path
+        import io
 
-        data = np.load(artifact_path(out_root, "rebalance.npz"))
+        from assay.pipeline.dataset import read_artifact
+
+        data = np.load(io.BytesIO(read_artifact(out_root, "rebalance.npz")))
         return {name: data[name] for name in data.files}
 
     def apply(self, table: pa.Table, artifact: dict) -> pa.Table:

@@ -14,8 +14,8 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from assay.pipeline import storage
 from assay.pipeline.errors import UserError
 from assay.pipeline.stage import Task, add_columns
 
@@ -66,11 +66,11 @@ class WithEmbeddings:
         from assay.pipeline.schema import text_bytes
 
         doc_path, emb_path = task.inputs
-        side = pq.read_table(emb_path, columns=["id", EMBEDDING])
+        side = storage.read_parquet(emb_path, columns=["id", EMBEDDING])
         matrix = vectors(side.column(EMBEDDING))
         ids = side.column("id")
         note = getattr(writer, "note_inputs", None)
-        for batch in pq.ParquetFile(doc_path).iter_batches(batch_size=self.batch_rows):
+        for batch in storage.parquet_file(doc_path).iter_batches(batch_size=self.batch_rows):
             table = pa.Table.from_batches([batch])
             if note is not None:
                 note(table)

@@ -70,6 +70,28 @@ def _shutdown_engines():
             ray.shutdown()
 
 
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real S3-compatible store (SeaweedFS, tests/s3server.py) for this pytest process."""
+    from s3server import S3Server
+
+    server = S3Server(tmp_path_factory.mktemp("s3")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """The store's credentials and endpoint in the environment, where fsspec finds them (never in
+    Assay's own options); a fresh bucket per test."""
+    import uuid
+
+    for name, value in s3_server.env.items():
+        monkeypatch.setenv(name, value)
+    s3_server.current_bucket = s3_server.bucket("t-" + uuid.uuid4().hex[:12])
+    return s3_server
+
+
 def load_real_texts() -> list[tuple[str, str]]:
     """(source, text) of 1,585 real documents: every 5th of `dedup.evaluate.real_texts` over the
     project's shared data (news/blog/forum articles, Python files, MATH, GSM8K; see fixtures/NOTICE)."""
@@ -102,7 +124,7 @@ def local_demo(tmp_path_factory):
 # The longest test files first, so that with `-n 2 --dist loadfile` neither process is left with a
 # long file at the end while the other is idle.
 LONGEST_FIRST = ("test_demo_on_ray.py", "test_pipeline_engines.py", "test_demo_on_spark.py", "test_pipeline_cluster.py",
-                 "test_dedup_spark.py", "test_pipeline_kill.py", "test_pipeline_contract.py", "test_semantic_cluster.py")
+                 "test_storage_s3.py", "test_dedup_spark.py", "test_pipeline_kill.py", "test_pipeline_contract.py", "test_semantic_cluster.py")
 
 
 def pytest_collection_modifyitems(items):

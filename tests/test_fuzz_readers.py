@@ -433,7 +433,8 @@ def run_one_by_one(stages: list, cases: list[Case], stats: dict) -> list[str]:
             stats["slowest_case_s"] = max(stats.get("slowest_case_s", 0), round(time.perf_counter() - started, 2))
         table = pa.concat_tables(tables) if tables else pa.table({})
         per_file = stage.name in ("read.text", "extract.html", "extract.pdf", "extract.warc")
-        for problem in (row_problems(table, case.path, per_file) if tables else ["no row at all"]):
+        # rows name their file by its place among the stage's inputs (the same on local disk or a store)
+        for problem in (row_problems(table, stage.name_of(case.path), per_file) if tables else ["no row at all"]):
             failures.append(f"{case.origin} {case.path}: {problem}")
         stats["inputs"] += 1
         stats["rows"] += table.num_rows
@@ -468,11 +469,16 @@ def run_as_stage(stage, out: Path, files: list[str]) -> list[str]:
                 owned.add(group[0])
             else:
                 where = str(meta.get("path") or meta.get("location") or "")
-                owned.update(f for f in group if where == valid_utf8(f)[0] or where.startswith((valid_utf8(f)[0] + ":", valid_utf8(f)[0] + " ")))
+                owned.update(f for f in group if where == _named(stage, f) or where.startswith((_named(stage, f) + ":", _named(stage, f) + " ")))
     missing = sorted(set(files) - owned)
     if missing:
         failures.append(f"{len(missing)} files own no row after run_stage, e.g. {missing[:3]}")
     return failures
+
+
+def _named(stage, path: str) -> str:
+    """How the stage's rows name the file `path` (valid UTF-8, as rows store it)."""
+    return valid_utf8(stage.name_of(path))[0]
 
 
 # ---- tests --------------------------------------------------------------------------------------------

@@ -247,7 +247,7 @@ def _validate(model: type[BaseModel], data: Any, path: Path | str) -> Any:
 
 def _resolve(base: Path, value: str) -> str:
     value = os.path.expanduser(value)
-    return value if os.path.isabs(value) else str((base / value).resolve())
+    return value if "://" in value or os.path.isabs(value) else str((base / value).resolve())
 
 
 def parse_train_config(data: Any, path: Path | str = "<config>", base: Path | None = None) -> TrainConfig:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 import pyarrow as pa
 from pydantic import Field
 
+from assay.pipeline import storage
 from assay.pipeline.stage import GlobalContext, GlobalStage, Params, register
 
 RUN_FILES = ("config.json", "metrics.jsonl", "checkpoints", "summary.json", "report.html")
@@ -74,7 +75,7 @@ class TrainRun(GlobalStage):
             trainer.load(*found)
             self.log(f"{out}: resuming from {found[0].name} (step {trainer.state['step']} of {trainer.total_steps})")
         else:
-            (out / METRICS).unlink(missing_ok=True)
+            storage.remove(out / METRICS)
             atomic_write_text(out / "config.json", json.dumps(cfg.model_dump(mode="json"), indent=1))
         p = trainer.info["params"]
         self.log(f"{cfg.name}: {p['total'] / 1e6:.2f}M params ({p['active'] / 1e6:.2f}M active), "
@@ -98,7 +99,7 @@ def run_training(cfg, out: str | Path, log: Callable[[str], None] = print, force
     result = run_stage(stage, stage.inputs(), out, engine="local", force=force, owner=owner, replace=replace)
     if result.skipped:
         log(f"{out}: already complete (nothing it reads changed)")
-    elif report:  # a view of the finished run (its manifest now exists), not part of its identity
+    elif report and not storage.is_url(out):  # a view of the finished run, not part of its identity (local runs)
         from .report import write_run_report
 
         write_run_report(Path(out))

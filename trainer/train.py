@@ -21,6 +21,7 @@ from typing import Callable
 
 import torch
 
+from assay.pipeline import storage
 from assay.pipeline.dataset import atomic_write_text
 from assay.pipeline.errors import UserError
 
@@ -41,7 +42,7 @@ PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L
 
 def checkpoints(out: Path) -> list[Path]:
     """The run's checkpoints, newest first."""
-    return sorted((Path(out) / CKPT_DIR).glob("step-*.pt"), reverse=True)
+    return storage.glob(storage.as_path(out) / CKPT_DIR, "step-*.pt")[::-1]
 
 
 def latest_checkpoint(out: Path) -> Path | None:
@@ -52,7 +53,10 @@ def latest_checkpoint(out: Path) -> Path | None:
 def read_checkpoint(path: Path, device: str | torch.device = "cpu") -> dict:
     """A checkpoint's contents, loaded without running code (weights_only)."""
     try:
-        return torch.load(path, map_location=device, weights_only=True)
+        import io
+
+        source = io.BytesIO(storage.read_bytes(path)) if storage.is_remote(path) else path
+        return torch.load(source, map_location=device, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - truncated, damaged, or not a weights-only file
         raise UserError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from None
 
@@ -137,7 +141,10 @@ def _doc_ids(ds) -> set[str]:
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, out: Path, log: Callable[[str], None] = print, fingerprint: str = ""):
-        self.cfg, self.out, self.log, self.fingerprint = cfg, Path(out), log, fingerprint
+        self.cfg, self.out, self.log, self.fingerprint = cfg, storage.as_path(out), log, fingerprint
+        # Metrics are appended to a local file; a run on a store uploads it whole with each checkpoint.
+        self._staging = storage.staging_dir("assay-run-") if storage.is_remote(self.out) else None
+        self.metrics_path = self._staging / METRICS if self._staging else self.out / METRICS
         self.device = resolve_device(cfg)
         if cfg.threads and self.device.type == "cpu":
             torch.set_num_threads(cfg.threads)
@@ -181,9 +188,15 @@ class Trainer:
                "loader": self.loader.state_dict(), "state": dict(self.state), "rng": torch.get_rng_state(),
                "config": self.cfg.model_dump(mode="json"), "vocab_size": self.rows.layout.vocab_size,
                "context": self.T, "layout": self.rows.layout.to_json(), "fingerprint": self.fingerprint}, path)
-        for old in sorted((self.out / CKPT_DIR).glob("step-*.pt"))[: -self.cfg.keep_checkpoints]:
-            old.unlink()
+        for old in storage.glob(self.out / CKPT_DIR, "step-*.pt")[: -self.cfg.keep_checkpoints]:
+            storage.remove(old)
+        self._publish_metrics()
         return path
+
+    def _publish_metrics(self) -> None:
+        """A run on a store: its metrics so far, uploaded whole (a store has no append)."""
+        if self._staging is not None and self.metrics_path.exists():
+            storage.put_file(self.metrics_path, self.out / METRICS)
 
     def load(self, path: Path, ckpt: dict | None = None) -> None:
         ckpt = ckpt if ckpt is not None else read_checkpoint(path, self.device)
@@ -193,7 +206,9 @@ class Trainer:
         self.loader.load_state_dict(ckpt["loader"])
         self.state = dict(ckpt["state"])
         torch.set_rng_state(ckpt["rng"])
-        _truncate_metrics(self.out / METRICS, self.state["step"])
+        if self._staging is not None and storage.exists(self.out / METRICS):
+            self.metrics_path.write_bytes(storage.read_bytes(self.out / METRICS))
+        _truncate_metrics(self.metrics_path, self.state["step"])
 
     # -- one optimizer step -----------------------------------------------------------------------
     def step(self) -> dict:
@@ -255,7 +270,7 @@ class Trainer:
     # -- the run ------------------------------------------------------------------------------------
     def run(self) -> dict:
         cfg, st = self.cfg, self.state
-        metrics = open(self.out / METRICS, "a")
+        metrics = open(self.metrics_path, "a")
         window_start, window_tokens = time.perf_counter(), 0
         last_eval = None
         try:
@@ -287,8 +302,12 @@ class Trainer:
                        tokens_seen=st["seen"], tokens_trained=st["trained"], spikes=st["spikes"],
                        train_seconds=round(st["seconds"], 2),
                        tokens_per_s=round(st["tokens"] / max(st["seconds"], 1e-9), 1),
-                       final_loss=_last_loss(self.out / METRICS), eval=final_eval or {})
+                       final_loss=_last_loss(self.metrics_path), eval=final_eval or {})
         atomic_write_text(self.out / SUMMARY, json.dumps(summary, indent=1))
+        if self._staging is not None:
+            import shutil
+
+            shutil.rmtree(self._staging, ignore_errors=True)
         return summary
 
     def _eval_record(self, metrics) -> dict:
@@ -335,7 +354,7 @@ def _last_loss(path: Path) -> float | None:
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
-    path = Path(run_dir) / METRICS
+    path = storage.as_path(run_dir) / METRICS
     return [json.loads(x) for x in path.read_text().splitlines() if x] if path.exists() else []
 
 

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 from pydantic import Field
 
+from .. import storage
 from ..stage import Params, Stage, Task
 from ..stats import Stats
 
@@ -92,7 +93,7 @@ def execute_task(stage: Stage, task: Task, out_root: str, schema: pa.Schema) -> 
     stage = worker_stage(stage)
     stage.stats = Stats()
     started = time.perf_counter()
-    writer = stage.open_writer(Path(out_root), task, schema)
+    writer = stage.open_writer(storage.as_path(out_root), task, schema)
     try:
         for item in stage.run_task(task, writer):
             writer.write(item)

@@ -1,0 +1,404 @@
+"""Where data lives: local paths through the OS, anything else fsspec knows (`s3://`, `gs://`,
+`hdfs://`, `memory://` ...) through fsspec. Every module that reads or writes a dataset, an artifact,
+a run or a cache goes through here, so the rest of Assay says "a path" and means either.
+
+Local paths stay `pathlib.Path` and keep their fast path (os calls, fsync, atomic rename). A URL
+becomes a `UPath` (universal-pathlib: the pathlib API over fsspec) with fsspec's listing cache off,
+since another process or host may have written since the last look.
+
+What an object store changes, and how Assay's commit protocol holds without a rename:
+
+* A PUT is all or nothing: an object appears whole or not at all, and an unfinished multipart upload
+  is never listed. So files go to their final key directly (`put`); file systems that are not object
+  stores (hdfs, sftp) get a temporary name and a rename, as on local disk.
+* Shard files are written locally first (a staging folder per shard) and uploaded on commit, then
+  the shard's marker, then (at the end of the stage) the manifest: a reader goes by markers and
+  manifests, so an object without its marker (a killed or retried attempt) is never taken for data.
+* Leases use conditional writes where the store has them (S3 `If-None-Match`/`If-Match`: exactly one
+  of two racing writers wins); elsewhere write-then-verify with a token (see Lease in dataset.py).
+
+Credentials never pass through Assay: fsspec finds them itself (AWS_* variables, ~/.aws, instance
+roles, fsspec's own configuration), and URLs carry none, so none reaches a manifest, log or report.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+# Protocols whose writes are whole objects (a PUT): no temporary name needed, none wanted (a rename is
+# a copy there). Anything else remote gets a temp name and fs.mv.
+OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2", "memory"}
+# Protocols whose writes take S3's conditional headers (IfNoneMatch / IfMatch), used by leases.
+CONDITIONAL = {"s3", "s3a"}
+
+
+def is_url(value: Any) -> bool:
+    """A location with a scheme other than file:// (a local path is never a URL here)."""
+    if _is_upath(value):
+        return True
+    text = str(value)
+    return "://" in text and not text.startswith("file://")
+
+
+def _is_upath(value: Any) -> bool:
+    try:
+        from upath import UPath
+    except ImportError:
+        return False
+    return isinstance(value, UPath) and getattr(value, "protocol", "") not in ("", "file", "local")
+
+
+def as_path(value: str | os.PathLike | Any):
+    """A local `Path`, or a `UPath` for a URL (listing cache off)."""
+    if _is_upath(value):
+        return value
+    text = os.fspath(value) if not isinstance(value, str) else value
+    if text.startswith("file://"):
+        return Path(text[len("file://"):])
+    if "://" not in text:
+        return Path(text)
+    import fsspec
+    from upath import UPath
+
+    try:
+        fsspec.get_filesystem_class(text.split("://", 1)[0])
+    except (ImportError, ValueError) as exc:  # no such protocol, or its backend (s3fs, gcsfs ...) missing
+        from .errors import UserError
+
+        raise UserError(f"{text}: {str(exc).splitlines()[0]}") from None
+    return UPath(text, use_listings_cache=False)
+
+
+def is_remote(path: Any) -> bool:
+    return _is_upath(path)
+
+
+def fs_of(path) -> Any:
+    """The fsspec file system of a remote path."""
+    return path.fs
+
+
+def key(path) -> str:
+    """The path inside its file system (bucket/key for S3)."""
+    return path.path
+
+
+def protocol(path) -> str:
+    proto = path.protocol
+    return proto[0] if isinstance(proto, (tuple, list)) else proto
+
+
+def join(base, *parts: str):
+    """`base / parts` for a path or a URL given as a string."""
+    path = as_path(base)
+    for part in parts:
+        path = path / part
+    return path
+
+
+def resolve(path):
+    """An absolute local path, or the URL as it is."""
+    return path if is_remote(path) else Path(path).resolve()
+
+
+def inside(child, parent) -> bool:
+    """`child` is `parent` or lies below it (same file system)."""
+    child, parent = resolve(as_path(child)), resolve(as_path(parent))
+    if is_remote(child) != is_remote(parent):
+        return False
+    if is_remote(child):
+        a, b = str(child).rstrip("/"), str(parent).rstrip("/")
+        return a == b or a.startswith(b + "/")
+    return child == parent or parent in child.parents
+
+
+# ---- reading ------------------------------------------------------------------------------------
+
+def exists(path) -> bool:
+    path = as_path(path)
+    if is_remote(path):
+        return fs_of(path).exists(key(path))
+    return path.exists()
+
+
+def is_dir(path) -> bool:
+    path = as_path(path)
+    if is_remote(path):
+        return fs_of(path).isdir(key(path))
+    return path.is_dir()
+
+
+def is_file(path) -> bool:
+    path = as_path(path)
+    if is_remote(path):
+        return fs_of(path).isfile(key(path))
+    return path.is_file()
+
+
+def read_bytes(path) -> bytes:
+    return as_path(path).read_bytes()
+
+
+def size(path) -> int:
+    path = as_path(path)
+    if is_remote(path):
+        return int(fs_of(path).size(key(path)))
+    return os.path.getsize(path)
+
+
+def listdir(path) -> list[str]:
+    """Names directly inside a folder (prefix); [] when there is none."""
+    path = as_path(path)
+    if is_remote(path):
+        fs = fs_of(path)
+        try:
+            entries = fs.ls(key(path), detail=False)
+        except FileNotFoundError:
+            return []
+        base = key(path).rstrip("/")
+        return sorted({e.rstrip("/").rsplit("/", 1)[-1] for e in entries if e.rstrip("/") != base})
+    try:
+        return sorted(p.name for p in path.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def files_under(path) -> dict[str, int]:
+    """Every file below a folder, by path relative to it, with its size (one listing on a store)."""
+    path = as_path(path)
+    if is_remote(path):
+        fs = fs_of(path)
+        base = key(path).rstrip("/") + "/"
+        try:
+            found = fs.find(key(path), detail=True)
+        except FileNotFoundError:
+            return {}
+        return {name[len(base):]: int(info.get("size") or 0) for name, info in found.items()
+                if name.startswith(base) and info.get("type") != "directory"}
+    out = {}
+    for p in path.rglob("*"):
+        if p.is_file():
+            out[p.relative_to(path).as_posix()] = p.stat().st_size
+    return out
+
+
+def expand_urls(patterns: list[str]) -> list[str]:
+    """Files matching URL globs (with `**`) or below URL folders, as URLs; hidden names skipped."""
+    found = set()
+    for pattern in patterns:
+        path = as_path(pattern)
+        fs = fs_of(path)
+        if any(c in pattern for c in "*?["):
+            matches = fs.glob(key(path), detail=True)
+        elif fs.isdir(key(path)):
+            matches = fs.find(key(path), detail=True)
+        else:
+            matches = {key(path): fs.info(key(path))} if fs.exists(key(path)) else {}
+        for match, info in matches.items():
+            if info.get("type") != "directory" and not match.rsplit("/", 1)[-1].startswith("."):
+                found.add(fs.unstrip_protocol(match))
+    return sorted(found)
+
+
+def glob(path, pattern: str) -> list:
+    """Sorted matches of `pattern` below the folder `path`."""
+    return sorted(as_path(path).glob(pattern), key=str)
+
+
+def open_read(path, block_size: int = 8 << 20) -> BinaryIO:
+    """A binary file object: the OS file for a local path, a buffered fsspec file for a URL."""
+    path = as_path(path)
+    if is_remote(path):
+        return fs_of(path).open(key(path), "rb", block_size=block_size)
+    return open(path, "rb")
+
+
+def parquet_file(path):
+    """A `pyarrow.parquet.ParquetFile` of a local path or a URL."""
+    import pyarrow.parquet as pq
+
+    if is_url(path):
+        return pq.ParquetFile(open_read(path))
+    return pq.ParquetFile(str(path))
+
+
+def read_parquet(path, columns: list[str] | None = None):
+    import pyarrow.parquet as pq
+
+    if is_url(path):
+        with open_read(path) as handle:
+            return pq.read_table(handle, columns=columns)
+    return pq.read_table(str(path), columns=columns)
+
+
+def remote_digest(path) -> str:
+    """The content identity of an object without reading it: its ETag (or checksum) and size."""
+    path = as_path(path)
+    info = fs_of(path).info(key(path))
+    tag = info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("crc32c") or info.get("mtime")
+    return f"{protocol(path)}:{str(tag).strip(chr(34))}:{info.get('size')}"
+
+
+def file_version(path) -> Any:
+    """What changes when a file is rewritten: its mtime (local) or its ETag and size (a store)."""
+    path = as_path(path)
+    if is_remote(path):
+        return remote_digest(path)
+    return path.stat().st_mtime_ns
+
+
+@contextmanager
+def local_copy(path, suffix_from: str | None = None) -> Iterator[Path]:
+    """A local file holding the bytes at `path`: the path itself when local, else a temporary download
+    (keeping the file name, whose suffix says how to decompress it), removed afterwards."""
+    path = as_path(path)
+    if not is_remote(path):
+        yield path
+        return
+    folder = staging_dir("assay-in-")
+    try:
+        target = folder / (suffix_from or path.name)
+        fs = fs_of(path)
+        if fs.isdir(key(path)):
+            fs.get(key(path).rstrip("/") + "/", str(target), recursive=True)
+        else:
+            fs.get_file(key(path), str(target))
+        yield target
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def cached_copy(path, cache_root: Path | None = None) -> Path:
+    """A local copy of a remote file kept in a cache keyed by its URL and content identity (ETag, size):
+    for files that are memory-mapped or read many times (token shards). A local path is returned as is."""
+    import hashlib
+
+    path = as_path(path)
+    if not is_remote(path):
+        return path
+    root = Path(cache_root or os.environ.get("ASSAY_CACHE", Path.home() / ".cache" / "assay")) / "remote"
+    ident = hashlib.sha256(f"{path}\0{remote_digest(path)}".encode()).hexdigest()[:32]
+    target = root / ident / path.name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
+        fs_of(path).get_file(key(path), str(tmp))
+        os.replace(tmp, target)
+    return target
+
+
+# ---- writing ------------------------------------------------------------------------------------
+
+def makedirs(path) -> None:
+    """Create a local folder (and its parents); a store has no folders to make."""
+    path = as_path(path)
+    if not is_remote(path):
+        path.mkdir(parents=True, exist_ok=True)
+
+
+def put_bytes(path, data: bytes, fsync_dir=None, temp_tag: str = "") -> None:
+    """Write `data` at `path` so that a reader sees all of it or nothing. Local: the caller's atomic
+    write (dataset.atomic_write_bytes). Remote: one PUT on an object store, else a temporary name
+    and a rename."""
+    path = as_path(path)
+    fs = fs_of(path)
+    if protocol(path) in OBJECT_STORES:
+        fs.pipe_file(key(path), data)
+        return
+    tmp = f"{key(path)}{temp_tag or '.tmp'}"
+    fs.pipe_file(tmp, data)
+    fs.mv(tmp, key(path))
+
+
+def put_file(local: Path, path, temp_tag: str = "") -> None:
+    """Upload the local file `local` to the remote `path` (whole or not at all, as put_bytes)."""
+    path = as_path(path)
+    fs = fs_of(path)
+    if protocol(path) in OBJECT_STORES:
+        fs.put_file(str(local), key(path))
+        return
+    parent = key(path).rsplit("/", 1)[0]
+    tmp = f"{parent}/.{path.name}{temp_tag or '.tmp'}"
+    fs.put_file(str(local), tmp)
+    fs.mv(tmp, key(path))
+
+
+def remove(path) -> None:
+    """Remove a file; nothing there is fine."""
+    path = as_path(path)
+    if is_remote(path):
+        try:
+            fs_of(path).rm_file(key(path))
+        except FileNotFoundError:
+            pass
+        return
+    path.unlink(missing_ok=True)
+
+
+def rmtree(path) -> None:
+    """Remove a folder (prefix) and all below it; nothing there is fine."""
+    path = as_path(path)
+    if is_remote(path):
+        fs = fs_of(path)
+        try:
+            if fs.exists(key(path)):
+                fs.rm(key(path), recursive=True)
+        except FileNotFoundError:
+            pass
+        return
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def staging_dir(prefix: str = "assay-out-") -> Path:
+    """A local folder for files on their way to or from a store (removed by the caller): below
+    ASSAY_STAGING when set (a worker's own scratch disk), else the system temp folder."""
+    root = os.environ.get("ASSAY_STAGING") or None
+    if root:
+        os.makedirs(root, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+
+
+# ---- conditional writes (leases) ----------------------------------------------------------------
+
+class Conflict(Exception):
+    """A conditional write lost: the object was created or changed by someone else."""
+
+
+def supports_conditional(path) -> bool:
+    return is_remote(path) and protocol(as_path(path)) in CONDITIONAL and \
+        os.environ.get("ASSAY_S3_CONDITIONAL", "1") != "0"
+
+
+def read_with_tag(path) -> tuple[bytes | None, str | None]:
+    """An object's bytes and its ETag (None, None when there is none)."""
+    path = as_path(path)
+    fs = fs_of(path)
+    try:
+        info = fs.info(key(path))
+        data = fs.cat_file(key(path))
+    except FileNotFoundError:
+        return None, None
+    return data, info.get("ETag")
+
+
+def put_if(path, data: bytes, etag: str | None) -> str | None:
+    """Write only if the object is still as read: absent (`etag` None) or holding `etag`; return the
+    new ETag. Raises Conflict when another writer got there first."""
+    path = as_path(path)
+    condition = {"IfNoneMatch": "*"} if etag is None else {"IfMatch": etag}
+    try:
+        answer = fs_of(path).pipe_file(key(path), data, **condition)
+        return answer.get("ETag") if isinstance(answer, dict) else None
+    except OSError as exc:
+        text = str(exc)
+        if "pre-condition" in text.lower() or "precondition" in text.lower() or "412" in text or \
+                "ConditionalRequestConflict" in text or "409" in text:
+            raise Conflict(text) from exc
+        raise

@@ -1,0 +1,102 @@
+"""mode=native: Assay's own main-content selector. Each test is a page shape the selector once got
+wrong, written as the rule it now follows (not as a site)."""
+from assay.extractors.html import extract_html
+
+SENT = ("The committee met on Tuesday to discuss the budget, and after a long debate it agreed to fund the new "
+        "library, the repairs to the bridge, and a study of the harbour. ")
+NAV = "<nav><a href='/'>Home</a> <a href='/news'>News</a> <a href='/about'>About us</a></nav>"
+
+
+def native(html: str) -> str:
+    return extract_html({"html": html, "mode": "native"})["text"]
+
+
+def test_a_body_split_over_unnamed_containers_is_kept_whole():
+    # The article's paragraphs sit in two columns with nothing in common, the second shorter and
+    # nested deeper: the container of both holds more running text than anything else it adds.
+    first = "".join(f"<p>First part {i}. {SENT}</p>" for i in range(6))
+    second = "".join(f"<p>Second part {i}. {SENT}</p>" for i in range(3))
+    html = (f"<html><body>{NAV}<div class='wrap'><div class='x1'><div class='y'>{first}</div></div>"
+            f"<div class='x2'><span>12 May</span><div><div><div class='z'>{second}</div></div></div></div></div>"
+            f"<div class='links'>{''.join(f'<a href=/p{i}>Another story number {i}</a> ' for i in range(9))}</div>"
+            "</body></html>")
+    text = native(html)
+    assert "First part 5." in text and "Second part 2." in text
+    assert "Another story" not in text and "About us" not in text
+
+
+def test_a_thread_of_blocks_named_comment_keeps_every_post():
+    # Posts named `comment` (no post markup, no schema.org): names against boilerplate are no
+    # evidence inside a selection made of such blocks.
+    posts = "".join(f"<div class='comment'><div class='comment-meta'>user{i} wrote:</div>"
+                    f"<div class='comment-body'><p>Reply {i}. {SENT}</p></div></div>" for i in range(5))
+    html = f"<html><body>{NAV}<main><h1>Budget thread</h1><div class='comments'>{posts}</div></main></body></html>"
+    text = native(html)
+    assert all(f"Reply {i}." in text for i in range(5))
+
+
+def test_cjk_posts_are_paragraphs_and_a_headline_list_is_not():
+    # Chinese says in ten characters what English says in thirty: the short posts of a thread are
+    # paragraphs; a list of headlines without a comma or stop is not, however many there are.
+    post = "今天终于放假了，大家好好休息，年后继续努力。"
+    headlines = "".join(f"<div class='item'>热门新闻标题第{i}条消息来了</div>" for i in range(20))
+    html = (f"<html><body><div class='search'>{headlines}</div><div class='thread'>"
+            + "".join(f"<div class='floor'><p>{post}{i}</p></div>" for i in range(4))
+            + "</div></body></html>")
+    text = native(html)
+    assert text.count("今天终于放假了") == 4 and "热门新闻" not in text
+
+
+def test_a_dialog_is_never_the_content():
+    # A report form or help sheet that a script opens can hold more text than a short article.
+    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(2))
+    help_text = "".join(f"<p>Help {i}. {SENT} {SENT}</p>" for i in range(5))
+    html = (f"<html><body>{NAV}<div class='post'>{article}</div><div class='ui modal small'>{help_text}</div>"
+            "</body></html>")
+    text = native(html)
+    assert "Paragraph 1." in text and "Help" not in text
+
+
+def test_a_long_body_without_paragraph_markup_or_commas_beats_a_comma_rich_footer():
+    # One long block of text between <br>s in a script without Latin commas (Urdu, Thai...): a
+    # paragraph longer than a few hundred characters counts as several.
+    words = "دریائے راوی پر ڈیم کی تعمیر سے پانی بند ہوچکا ہے اس کو لے کر بحث جاری ہے "
+    body = "<br>".join(words * 6 for _ in range(8))
+    footer = ("<p>Example Network is the largest independent media house, serving its users since 1997. We provide "
+              "breaking news, world news, business news, sports news, and live news, every day, all year.</p>")
+    html = (f"<html><body>{NAV}<div class='main'><div class='detail'><div>{body}</div></div></div>"
+            f"<div class='footer'><div class='footer_bottom'><div class='fl'>{footer}</div></div></div></body></html>")
+    text = native(html)
+    assert "دریائے راوی" in text and "media house" not in text
+
+
+def test_blocks_hidden_by_a_css_framework_class_are_not_text():
+    # `hidden` (Bootstrap 3, Tailwind) and `d-none` hide a block on every screen; `hidden md:block`
+    # shows it on larger ones, so it stays.
+    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(4))
+    html = (f"<html><body>{NAV}<article><div class='body'>{article}"
+            f"<div class='hidden support-message'><p>Please donate to keep us going, every dollar counts.</p></div>"
+            f"<div class='d-none'><p>Variant two of the donation appeal, shown to some readers only.</p></div>"
+            f"<div class='hidden md:block'><p>Shown on wide screens: the closing paragraph of the article.</p></div>"
+            "</div></article></body></html>")
+    text = native(html)
+    assert "Paragraph 3." in text and "donate" not in text and "donation" not in text
+    assert "closing paragraph" in text
+
+
+def test_every_entry_of_a_list_of_documented_members_is_kept():
+    # Javadoc's method details: each entry a section (name, signature, comment, notes) in a list
+    # item; the longest comment wins the scoring, and its section and item add little: the list
+    # beyond them holds as much text again.
+    def entry(i, n):
+        body = "".join(f"<p>Entry {i} sentence {k}. {SENT}</p>" for k in range(n))
+        return (f"<li><section class='detail' id='m{i}'><h3>method{i}</h3><div class='member-signature'>"
+                f"public static int method{i}(int x, int y, int z) throws IllegalStateException</div>"
+                f"<div class='block'>{body}</div><dl class='notes'><dt>Parameters:</dt><dd><code>x</code> - "
+                f"the value, an integer that is counted</dd><dt>Returns:</dt><dd>the value plus the index of the "
+                "method</dd></dl></section></li>")
+    html = (f"<html><body>{NAV}<main><section class='method-details'><h2>Method Details</h2>"
+            f"<ul class='member-list'>{entry(0, 5)}{entry(1, 1)}{entry(2, 2)}{entry(3, 1)}</ul></section></main>"
+            "</body></html>")
+    text = native(html)
+    assert all(f"Entry {i} sentence 0." in text for i in range(4)) and "Entry 0 sentence 4." in text
