@@ -97,19 +97,27 @@ def write_shard(
         raise
 
 
-def read_column_at(shards: Sequence[Shard], nodes: np.ndarray, column: str) -> pa.Array:
-    """Values of `column` for the given node ids (any order), reading only the shards that hold them."""
+def read_column_at(shards: Sequence[Shard], nodes: np.ndarray, column: str,
+                   cache: dict | None = None) -> pa.Array:
+    """Values of `column` for the given node ids (ascending, distinct), in that order: taken from
+    `cache` (shard index -> its (first node, table) batches, as the local plan holds them) or read
+    from the shards that hold them."""
     nodes = np.asarray(nodes, np.int64)
-    out: list = [None] * len(nodes)
-    order = np.argsort(nodes, kind="stable")
-    sorted_nodes = nodes[order]
+    parts = []
     for shard in shards:
-        lo = np.searchsorted(sorted_nodes, shard.offset)
-        hi = np.searchsorted(sorted_nodes, shard.offset + shard.rows)
+        lo, hi = np.searchsorted(nodes, [shard.offset, shard.offset + shard.rows])
         if lo == hi:
             continue
-        col = storage.read_parquet(shard.path, columns=[column]).column(column)
-        picked = pc.take(col, pa.array(sorted_nodes[lo:hi] - shard.offset)).to_pylist()
-        for pos, value in zip(order[lo:hi].tolist(), picked):
-            out[pos] = value
-    return pa.array(out)
+        if cache is None:
+            batches = [(shard.offset, storage.read_parquet(shard.path, columns=[column]))]
+        else:
+            batches = cache[shard.index]
+        for first, table in batches:
+            a, b = np.searchsorted(nodes, [first, first + table.num_rows])
+            if a < b:
+                parts.extend(table.column(column).take(pa.array(nodes[a:b] - first)).chunks)
+    if not parts:
+        return pa.array([], pa.string())
+    if len({p.type for p in parts}) > 1:  # string in some shards, large_string in others
+        parts = [p.cast(pa.large_string()) for p in parts]
+    return pa.concat_arrays(parts)

@@ -18,7 +18,7 @@ from .annotate import Shard, iter_shard_batches, list_shards, read_column_at, wr
 from .bandstore import BandStore
 from .components import UnionFind, choose_keepers, star_edges
 
-_VERIFY_CHUNK = 20_000  # candidate pairs verified per call (bounds the texts held at once)
+_VERIFY_SHARE = 2  # the texts of the pairs verified at once fill at most 1/_VERIFY_SHARE of memory_mb
 
 
 def read_columns(stage, schema: pa.Schema) -> list[str]:
@@ -59,20 +59,25 @@ def candidate_edges(store: BandStore):
         yield star_edges(keys, nodes)
 
 
-def verified(stage, shards: list[Shard], u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Mask of the candidate pairs (u[i], v[i]) that pass the stage's check, in chunks."""
+def verified(stage, shards: list[Shard], u: np.ndarray, v: np.ndarray, cache: dict | None = None) -> np.ndarray:
+    """Mask of the candidate pairs (u[i], v[i]) that pass the stage's check. Pairs go in order of v
+    (a bucket's head), so a head is shingled once for all its members. Texts come from the held
+    input batches (`cache`) or are read from the shards, in chunks of pairs whose texts fit in
+    1/_VERIFY_SHARE of the budget (estimated from the shards' decoded size per row)."""
     keep = np.ones(len(u), bool)
-    for lo in range(0, len(u), _VERIFY_CHUNK):
-        cu, cv = u[lo : lo + _VERIFY_CHUNK], v[lo : lo + _VERIFY_CHUNK]
-        involved, inverse = np.unique(np.concatenate([cu, cv]), return_inverse=True)
-        texts = read_column_at(shards, involved, "text")
-        a = texts.take(pa.array(inverse[: len(cu)]))
-        b = texts.take(pa.array(inverse[len(cu) :]))
-        keep[lo : lo + _VERIFY_CHUNK] = stage.verify_mask(a, b)
+    order = np.argsort(v, kind="stable")
+    rows = max(sum(s.rows for s in shards), 1)
+    row_bytes = max(sum(s.decoded_bytes for s in shards) / rows, 1.0)
+    step = max(int(stage.params.memory_mb * 2**20 / _VERIFY_SHARE / (2 * row_bytes)), 1)
+    for lo in range(0, len(order), step):
+        part = order[lo : lo + step]
+        involved, inverse = np.unique(np.concatenate([u[part], v[part]]), return_inverse=True)
+        texts = read_column_at(shards, involved, "text", cache)
+        keep[part] = stage.verify_pairs(texts, inverse[: len(part)], inverse[len(part) :])
     return keep
 
 
-def group_nodes(stage, shards: list[Shard], store: BandStore, n: int) -> tuple[np.ndarray, dict]:
+def group_nodes(stage, shards: list[Shard], store: BandStore, n: int, cache: dict | None = None) -> tuple[np.ndarray, dict]:
     """Component label (smallest node of the component) of every node."""
     uf = UnionFind(n)
     stats = {"candidate_edges": 0, "verified_edges": None}
@@ -81,7 +86,7 @@ def group_nodes(stage, shards: list[Shard], store: BandStore, n: int) -> tuple[n
         parts = [np.stack(e, 1) for e in candidate_edges(store) if len(e[0])]
         edges = np.unique(np.concatenate(parts), axis=0) if parts else np.empty((0, 2), np.int64)
         stats["candidate_edges"] = len(edges)
-        mask = verified(stage, shards, edges[:, 0], edges[:, 1]) if len(edges) else np.ones(0, bool)
+        mask = verified(stage, shards, edges[:, 0], edges[:, 1], cache) if len(edges) else np.ones(0, bool)
         stats["verified_edges"] = int(mask.sum())
         uf.union(edges[mask, 0], edges[mask, 1])
     else:
@@ -103,8 +108,8 @@ def run_local(stage, ctx) -> int:
     cache = {} if decoded <= budget // 2 else None
     store = BandStore(stage.n_bands, ctx.scratch(f"{stage.stage_id}-bands"), budget - (decoded if cache is not None else 0))
     length, score = collect_keys(stage, shards, store, n, cache)
-    labels, stats = group_nodes(stage, shards, store, n)
-    plan = shard_plans(stage, shards, labels, length, score)
+    labels, stats = group_nodes(stage, shards, store, n, cache)
+    plan = shard_plans(stage, shards, labels, length, score, cache)
     for shard, (nodes, group_ids, keep) in zip(shards, plan):
         write_shard(
             shard, ctx.out_root, ctx.output_schema, ctx.stage_id,
@@ -119,7 +124,7 @@ def run_local(stage, ctx) -> int:
 
 
 def shard_plans(stage, shards: list[Shard], labels: np.ndarray, length: np.ndarray,
-                score: np.ndarray | None) -> list[tuple[np.ndarray, list[str], np.ndarray]]:
+                score: np.ndarray | None, cache: dict | None = None) -> list[tuple[np.ndarray, list[str], np.ndarray]]:
     """Per shard: (grouped nodes, their group ids, keep flags) from the component labels; shared by
     the local and Ray plans so both choose the same keepers."""
     n = len(labels)
@@ -127,7 +132,7 @@ def shard_plans(stage, shards: list[Shard], labels: np.ndarray, length: np.ndarr
     in_group = np.bincount(labels, minlength=n)[labels] > 1 if n else np.zeros(0, bool)
     grouped = np.flatnonzero(in_group)
     keeper_nodes = np.unique(keepers[grouped])
-    keeper_ids = read_column_at(shards, keeper_nodes, "id").to_pylist()
+    keeper_ids = read_column_at(shards, keeper_nodes, "id", cache).to_pylist()
     ids_of = np.searchsorted(keeper_nodes, keepers[grouped])
     group_ids = [keeper_ids[i] for i in ids_of.tolist()]
     keep = keepers[grouped] == grouped
