@@ -35,10 +35,14 @@ PARAMS = {"ngram": 5, "num_perm": 112, "bands": 14, "rows": 8}
 
 # ---- corpus -------------------------------------------------------------------------------------
 
-def build_corpus(n_docs: int, min_words: int, max_words: int, dup_rate: float = 0.1, seed: int = 0) -> list[str]:
-    """Documents of random real lines (articles, code, math, GSM8K) until `min_words..max_words`
-    words; `dup_rate` of them are copies, with 2% word edits, of an earlier document. Random lines
-    keep unplanted overlap small, so the planted copies are most of the duplicates. Deterministic."""
+def build_corpus(n_docs: int, min_words: int, max_words: int, dup_rate: float = 0.1,
+                 seed: int = 0) -> tuple[list[str], np.ndarray]:
+    """(texts, origin): documents of random real lines (articles, code, math, GSM8K) until
+    `min_words..max_words` words; `dup_rate` of them are copies, with 2% word edits, of an earlier
+    document. origin[i] is the original a document descends from (its own index for an original):
+    the truth for recall and pair precision. Random lines keep unplanted overlap small, but lines
+    that recur in the sources (imports, formula steps) make some originals share much of their text:
+    the near misses that verification is for. Deterministic."""
     from assay.dedup.evaluate import edit_words, real_texts
 
     lines = [ln.strip() for _, t in real_texts(DATA) for ln in t.splitlines()]
@@ -47,9 +51,12 @@ def build_corpus(n_docs: int, min_words: int, max_words: int, dup_rate: float = 
     rng = np.random.default_rng(seed)
     vocab = sorted({w for ln in lines[:20000] for w in ln.split()})
     docs: list[str] = []
-    for _ in range(n_docs):
+    origin = np.arange(n_docs)
+    for i in range(n_docs):
         if docs and rng.random() < dup_rate:
-            docs.append(edit_words(docs[int(rng.integers(0, len(docs)))], 0.02, vocab, rng))
+            src = int(rng.integers(0, len(docs)))
+            docs.append(edit_words(docs[src], 0.02, vocab, rng))
+            origin[i] = origin[src]
             continue
         target = int(rng.integers(min_words, max_words + 1))
         picked, words = [], 0
@@ -58,7 +65,7 @@ def build_corpus(n_docs: int, min_words: int, max_words: int, dup_rate: float = 
             picked.append(lines[i])
             words += int(n_words[i])
         docs.append("\n".join(picked))
-    return docs
+    return docs, origin
 
 
 def write_corpus(texts: list[str], path: Path, shards: int) -> None:
@@ -146,7 +153,7 @@ def assay_vs_rensa(path: Path, work: Path, rounds: int) -> dict:
     script = work / "rensa_minhash.py"
     script.write_text(RENSA_SCRIPT)
     pairs = []
-    for _ in range(rounds):
+    for _ in range(rounds):  # the last round's output stays in work/cli-out
         shutil.rmtree(work / "cli-out", ignore_errors=True)
         a_cpu, a_wall, _ = process_cpu([assay, "dedup", "minhash", str(path), str(work / "cli-out")])
         r_cpu, r_wall, out = process_cpu([sys.executable, str(script), str(path)])
@@ -157,6 +164,28 @@ def assay_vs_rensa(path: Path, work: Path, rounds: int) -> dict:
             "cpu_ratio": round(float(np.median([p[2] / p[0] for p in pairs])), 2),
             "wall_ratio": round(float(np.median([p[3] / p[1] for p in pairs])), 2),
             "rensa_in_groups": json.loads(out.strip().splitlines()[-1])["in_groups"]}
+
+
+def planted_quality(path: Path, work: Path, origin: np.ndarray) -> dict:
+    """Recall and pair precision against the planted origins: of the command line's output in
+    work/cli-out (default parameters, candidates verified) and of the same stage with
+    verify_threshold=None; with the CPU seconds the default run spent verifying."""
+    from assay.dedup.evaluate import origin_scores
+    from assay.pipeline.dataset import Dataset
+
+    out = {}
+    for label, extra in (("default (verified)", None), ("unverified", {"verify_threshold": None})):
+        if extra is not None:
+            run_assay(path, work / "unverified", **extra)
+        dest = work / ("cli-out" if extra is None else "unverified")
+        got = origin_scores(origin, Dataset(dest).read(columns=["dup_group"]).column("dup_group"))
+        stats = json.loads((dest / "_manifest.json").read_text())["stats"]["dedup"]
+        got.update(candidate_edges=stats["candidate_edges"], verified_edges=stats["verified_edges"],
+                   verify_cpu_s=stats.get("verify_cpu_s"))
+        out[label] = got
+        print(f"  {label:20} recall {got['recall']}  precision {got['precision']} over {got['predicted_pairs']} pairs"
+              f"  (candidates {got['candidate_edges']}, verified {got['verified_edges']}, verify CPU {got['verify_cpu_s']} s)")
+    return out
 
 
 def run_datasketch(texts: list[str], shared_permutations: bool = True) -> tuple[float, int]:
@@ -288,7 +317,7 @@ def median_of(runs: int, fn, *a) -> tuple[float, int]:
 
 def mode_speed(args) -> dict:
     one_core()
-    texts = build_corpus(args.docs, 50, 400, seed=args.seed)
+    texts, origin = build_corpus(args.docs, 50, 400, seed=args.seed)
     mb = sum(len(t.encode()) for t in texts) / 1e6
     work = Path(tempfile.mkdtemp(prefix="dedup-bench-"))
     try:
@@ -329,13 +358,15 @@ def mode_speed(args) -> dict:
 def mode_rensa(args) -> dict:
     """The command line against rensa on one core (see assay_vs_rensa)."""
     one_core()
-    texts = build_corpus(args.docs, 50, 400, seed=args.seed)
+    texts, origin = build_corpus(args.docs, 50, 400, seed=args.seed)
     mb = sum(len(t.encode()) for t in texts) / 1e6
     work = Path(tempfile.mkdtemp(prefix="dedup-rensa-"))
     try:
         write_corpus(texts, work / "in", args.shards)
         del texts
         result = assay_vs_rensa(work / "in", work, args.repeat)
+        print("planted copies, their recall and pair precision:")
+        result["quality"] = planted_quality(work / "in", work, origin)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result.update(documents=args.docs, text_mb=round(mb, 1), params=PARAMS,
@@ -378,7 +409,7 @@ def mode_quality(args) -> dict:
 def mode_memory(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="dedup-mem-"))
     try:
-        texts = build_corpus(args.docs, 10, 60, seed=args.seed)
+        texts, _ = build_corpus(args.docs, 10, 60, seed=args.seed)
         mb = sum(len(t.encode()) for t in texts) / 1e6
         write_corpus(texts, work / "in", args.shards)
         del texts
@@ -399,7 +430,7 @@ def mode_memory(args) -> dict:
 def mode_spark(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="dedup-spark-"))
     try:
-        texts = build_corpus(args.docs, 10, 60, seed=args.seed)
+        texts, _ = build_corpus(args.docs, 10, 60, seed=args.seed)
         write_corpus(texts, work / "in", args.shards)
         del texts
         code = (

@@ -86,8 +86,10 @@ def group_nodes(stage, shards: list[Shard], store: BandStore, n: int, cache: dic
         parts = [np.stack(e, 1) for e in candidate_edges(store) if len(e[0])]
         edges = np.unique(np.concatenate(parts), axis=0) if parts else np.empty((0, 2), np.int64)
         stats["candidate_edges"] = len(edges)
+        cpu = time.process_time()
         mask = verified(stage, shards, edges[:, 0], edges[:, 1], cache) if len(edges) else np.ones(0, bool)
         stats["verified_edges"] = int(mask.sum())
+        stats["verify_cpu_s"] = round(time.process_time() - cpu, 3)
         uf.union(edges[mask, 0], edges[mask, 1])
     else:
         for u, v in candidate_edges(store):
