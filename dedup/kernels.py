@@ -37,25 +37,28 @@ _FOLD = np.array([c | 0x20 if 0x41 <= c <= 0x5A else c for c in range(256)], np.
 _ASCII_WORD = np.array([chr(c).isascii() and chr(c).isalnum() for c in range(128)], np.int64)
 
 
-def _without_blas_probe() -> None:
-    """Load numba's NumPy implementations now, telling its BLAS probe that scipy.linalg is absent.
+def _without_probes() -> None:
+    """Load numba's NumPy implementations and its CFFI typing now, telling two of its probes that
+    scipy.linalg and cffi are absent.
 
     Before its first compile or cache load, numba imports numba.np.arraymath, which imports
-    scipy.linalg to see whether BLAS is there: 0.3 CPU s of every process's start-up (scipy.linalg
-    pulls in numpy.f2py and charset_normalizer), a tenth of a whole 150k-document dedup. These
-    kernels use no linear algebra; numba's own linear algebra still imports scipy when compiled
-    (only np.cov/np.corrcoef fall back to a plain loop). Nothing changes where scipy.linalg is
-    loaded already."""
-    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
-        return
-    sys.modules["scipy.linalg"] = None  # an import of it, or below it, now fails at once
-    try:
-        import numba.np.arraymath  # noqa: F401
-    finally:
-        del sys.modules["scipy.linalg"]
+    scipy.linalg to see whether BLAS is there (0.3 CPU s: scipy.linalg pulls in numpy.f2py and
+    charset_normalizer), and numba.core.typing.cffi_utils, which makes a cffi.FFI() (0.1 CPU s: cffi's
+    C parser and pycparser), together a tenth of a whole 150k-document dedup. These kernels use no
+    linear algebra and no CFFI: numba's own linear algebra still imports scipy when compiled (only
+    np.cov/np.corrcoef fall back to a plain loop), and numba kernels in this process cannot call
+    CFFI functions (none in Assay does). Nothing changes for a probe whose module is loaded already."""
+    for module, absent in (("numba.np.arraymath", "scipy.linalg"), ("numba.core.typing.cffi_utils", "cffi")):
+        if module in sys.modules or absent in sys.modules:
+            continue
+        sys.modules[absent] = None  # an import of it, or below it, now fails at once
+        try:
+            __import__(module)
+        finally:
+            del sys.modules[absent]
 
 
-_without_blas_probe()
+_without_probes()
 
 
 @njit(cache=True, inline="always")
