@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from assay.pipeline import storage
 from assay.pipeline.dataset import Counts, ShardWriter
@@ -46,7 +47,11 @@ def list_shards(inputs: Sequence) -> list[Shard]:
 def iter_shard_batches(shard: Shard, batch_rows: int, columns=None):
     """(first node id, table) for each batch of a shard."""
     node = shard.offset
-    for batch in storage.parquet_file(shard.path).iter_batches(batch_size=batch_rows, columns=columns):
+    if storage.is_url(shard.path):
+        source = storage.parquet_file(shard.path)
+    else:  # a local file mapped, its column chunks decoded as read rather than buffered ahead
+        source = pq.ParquetFile(shard.path, memory_map=True, pre_buffer=False)
+    for batch in source.iter_batches(batch_size=batch_rows, columns=columns):
         table = pa.Table.from_batches([batch])
         yield node, table
         node += table.num_rows
