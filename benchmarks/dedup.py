@@ -101,6 +101,7 @@ def run_assay_core(texts: list[str], scratch: Path) -> tuple[float, int]:
     """The same stage's signatures + LSH + components on in-memory texts (no Parquet in or out)."""
     import pyarrow as pa
 
+    from assay.dedup.annotate import Shard
     from assay.dedup.bandstore import BandStore
     from assay.dedup.local_plan import group_nodes
     from assay.dedup.near import MinHashDedup
@@ -113,7 +114,9 @@ def run_assay_core(texts: list[str], scratch: Path) -> tuple[float, int]:
         keys, valid = stage.batch_keys(pa.table({"text": arr.slice(first, stage.params.batch_rows)}))
         nodes = np.arange(first, first + len(valid))
         store.add(keys[valid], nodes[valid])
-    labels, _ = group_nodes(stage, [], store, len(texts))
+    # the texts as one held shard, where verification takes the candidates' texts from
+    held = Shard(0, "", 0, len(texts), arr.nbytes)
+    labels, _ = group_nodes(stage, [held], store, len(texts), {0: [(0, pa.table({"text": arr}))]})
     seconds = time.perf_counter() - t
     return seconds, int((labels != np.arange(len(texts))).sum())
 
