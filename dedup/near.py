@@ -34,8 +34,8 @@ class MinHashParams(DedupParams):
     seed: int = Field(1, description="Seed of the permutations: same seed, same signatures, every engine.")
     verify_threshold: float | None = Field(
         VERIFY_THRESHOLD, ge=0.0, le=1.0,
-        description="Keep only candidate pairs whose exact shingle Jaccard is at least this (null: keep "
-        "every candidate). The default removes what LSH lets through below its threshold: 14x8 makes "
+        description="Keep only candidate pairs whose exact shingle Jaccard is at least this (null, or 0 "
+        "on the command line: keep every candidate). The default removes what LSH lets through below its threshold: 14x8 makes "
         "a candidate of 5% of the pairs with J 0.5 and 21% at 0.6, each one joining two documents that "
         "are not near-duplicates (and chains of them, whole groups). Costs shingling the candidate "
         "documents again, about a tenth of the stage's CPU time.",
