@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from assay.pipeline import storage
 from assay.pipeline.dataset import Counts, ShardWriter
@@ -46,7 +47,11 @@ def list_shards(inputs: Sequence) -> list[Shard]:
 def iter_shard_batches(shard: Shard, batch_rows: int, columns=None):
     """(first node id, table) for each batch of a shard."""
     node = shard.offset
-    for batch in storage.parquet_file(shard.path).iter_batches(batch_size=batch_rows, columns=columns):
+    if storage.is_url(shard.path):
+        source = storage.parquet_file(shard.path)
+    else:  # a local file mapped, its column chunks decoded as read rather than buffered ahead
+        source = pq.ParquetFile(shard.path, memory_map=True, pre_buffer=False)
+    for batch in source.iter_batches(batch_size=batch_rows, columns=columns):
         table = pa.Table.from_batches([batch])
         yield node, table
         node += table.num_rows
@@ -71,20 +76,23 @@ def write_shard(
     shard's (first node, table) batches when already in memory; otherwise it is read again."""
     nodes = np.asarray(nodes, np.int64)
     keep = np.asarray(keep, bool)
-    keeper_ids = list(keeper_ids)
+    keeper_ids = (keeper_ids if isinstance(keeper_ids, pa.Array) else pa.array(list(keeper_ids), pa.string())).cast(pa.string())
     writer = ShardWriter(out_root, shard.index, schema, stage_id)
     try:
         for first, table in batches if batches is not None else iter_shard_batches(shard, batch_rows):
             lo, hi = np.searchsorted(nodes, [first, first + table.num_rows])
-            local = (nodes[lo:hi] - first).tolist()
-            group = table.column("id").to_pylist()
-            for i, gid in zip(local, keeper_ids[lo:hi]):
-                group[i] = gid
+            local = nodes[lo:hi] - first
+            grouped = np.zeros(table.num_rows, bool)
+            grouped[local] = True
+            # a row's own id, or its group's keeper id where it is in a group (Arrow, no Python strings)
+            group = pc.replace_with_mask(table.column("id").combine_chunks().cast(pa.string()), pa.array(grouped),
+                                         keeper_ids.slice(lo, hi - lo))
             keep_col = np.ones(table.num_rows, bool)
             keep_col[local] = keep[lo:hi]
-            out = set_column(table, DUP_GROUP, pa.array(group, pa.string()))
+            out = set_column(table, DUP_GROUP, group)
             out = set_column(out, DUP_KEEP, pa.array(keep_col, pa.bool_()))
             if remove:
+                group = group.to_pylist()
                 drop = (~keep_col).tolist()
                 out = set_column(out, REJECT_REASON, pa.array([reason if d else None for d in drop], pa.string()))
                 details = [f"{reason} of {g}" if d else None for g, d in zip(group, drop)]
@@ -97,19 +105,27 @@ def write_shard(
         raise
 
 
-def read_column_at(shards: Sequence[Shard], nodes: np.ndarray, column: str) -> pa.Array:
-    """Values of `column` for the given node ids (any order), reading only the shards that hold them."""
+def read_column_at(shards: Sequence[Shard], nodes: np.ndarray, column: str,
+                   cache: dict | None = None) -> pa.Array:
+    """Values of `column` for the given node ids (ascending, distinct), in that order: taken from
+    `cache` (shard index -> its (first node, table) batches, as the local plan holds them) or read
+    from the shards that hold them."""
     nodes = np.asarray(nodes, np.int64)
-    out: list = [None] * len(nodes)
-    order = np.argsort(nodes, kind="stable")
-    sorted_nodes = nodes[order]
+    parts = []
     for shard in shards:
-        lo = np.searchsorted(sorted_nodes, shard.offset)
-        hi = np.searchsorted(sorted_nodes, shard.offset + shard.rows)
+        lo, hi = np.searchsorted(nodes, [shard.offset, shard.offset + shard.rows])
         if lo == hi:
             continue
-        col = storage.read_parquet(shard.path, columns=[column]).column(column)
-        picked = pc.take(col, pa.array(sorted_nodes[lo:hi] - shard.offset)).to_pylist()
-        for pos, value in zip(order[lo:hi].tolist(), picked):
-            out[pos] = value
-    return pa.array(out)
+        if cache is None:
+            batches = [(shard.offset, storage.read_parquet(shard.path, columns=[column]))]
+        else:
+            batches = cache[shard.index]
+        for first, table in batches:
+            a, b = np.searchsorted(nodes, [first, first + table.num_rows])
+            if a < b:
+                parts.extend(table.column(column).take(pa.array(nodes[a:b] - first)).chunks)
+    if not parts:
+        return pa.array([], pa.string())
+    if len({p.type for p in parts}) > 1:  # string in some shards, large_string in others
+        parts = [p.cast(pa.large_string()) for p in parts]
+    return pa.concat_arrays(parts)

@@ -24,6 +24,7 @@ from pydantic import Field
 from assay.pipeline.stage import GlobalStage, Params
 
 from .columns import DUP_GROUP, DUP_KEEP
+from .hashing import single_array
 from .local_plan import run_local
 from .ray_plan import run_ray
 from .spark_plan import run_spark
@@ -88,10 +89,17 @@ class DedupStage(GlobalStage):
             score = np.asarray(pc.cast(table.column(col), pa.float64()).to_numpy(zero_copy_only=False), np.float64)
         return NodeInfo(keys, valid, length, score)
 
-    def verify_mask(self, texts_a: pa.Array, texts_b: pa.Array) -> np.ndarray | None:
-        """For candidate pairs (texts_a[i], texts_b[i]): which survive verification. None = no check.
-        Both plans call this same function on the same pairs, so verification cannot make them differ."""
+    def verify_pairs(self, texts: pa.Array, ia: np.ndarray, ib: np.ndarray) -> np.ndarray | None:
+        """For candidate pairs (texts[ia[i]], texts[ib[i]]): which survive verification. None = no
+        check. Every plan calls this same function on the same pairs, so verification cannot make
+        them differ."""
         return None
+
+    def verify_mask(self, texts_a: pa.Array, texts_b: pa.Array) -> np.ndarray | None:
+        """verify_pairs for pairs given as two aligned arrays (texts_a[i], texts_b[i])."""
+        m = len(texts_a)
+        texts = pa.concat_arrays([single_array(texts_a), single_array(texts_b).cast(texts_a.type)])
+        return self.verify_pairs(texts, np.arange(m), np.arange(m, 2 * m))
 
     @property
     def verifies(self) -> bool:

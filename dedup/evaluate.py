@@ -118,6 +118,24 @@ def score(planted: Planted, groups: list[str], ngram: int = 5) -> dict:
     }
 
 
+def origin_scores(origin: np.ndarray, groups) -> dict:
+    """Recall (copies grouped with the document they copy) and pair precision (implied same-group
+    pairs that share an origin) of dup_group values, for a corpus where origin[i] is the index of
+    the document row i was copied from (its own index for an original)."""
+    import pyarrow.compute as pc
+
+    groups = pa.chunked_array([groups]) if isinstance(groups, pa.Array) else groups
+    group = pc.dictionary_encode(pa.chunked_array(groups).combine_chunks()).indices.to_numpy().astype(np.int64)
+    copies = np.flatnonzero(origin != np.arange(len(origin)))
+    _, per_group = np.unique(group, return_counts=True)
+    _, per_pair = np.unique(group * len(origin) + origin, return_counts=True)
+    predicted = int((per_group * (per_group - 1) // 2).sum())
+    correct = int((per_pair * (per_pair - 1) // 2).sum())
+    return {"recall": round(float(np.mean(group[copies] == group[origin[copies]])), 4) if len(copies) else None,
+            "precision": round(correct / predicted, 4) if predicted else 1.0,
+            "planted_copies": int(len(copies)), "predicted_pairs": predicted}
+
+
 def real_texts(data_dir) -> list[tuple[str, str]]:
     """(source, text) of the real documents in the project's shared data folder, in a fixed order:
     news/blog/forum article bodies, Python files, MATH problems with solutions, GSM8K problems."""

@@ -8,6 +8,7 @@ band at a time; shards are read and written batch by batch. Only an input that f
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +19,7 @@ from .annotate import Shard, iter_shard_batches, list_shards, read_column_at, wr
 from .bandstore import BandStore
 from .components import UnionFind, choose_keepers, star_edges
 
-_VERIFY_CHUNK = 20_000  # candidate pairs verified per call (bounds the texts held at once)
+_VERIFY_SHARE = 2  # the texts of the pairs verified at once fill at most 1/_VERIFY_SHARE of memory_mb
 
 
 def read_columns(stage, schema: pa.Schema) -> list[str]:
@@ -59,30 +60,38 @@ def candidate_edges(store: BandStore):
         yield star_edges(keys, nodes)
 
 
-def verified(stage, shards: list[Shard], u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Mask of the candidate pairs (u[i], v[i]) that pass the stage's check, in chunks."""
+def verified(stage, shards: list[Shard], u: np.ndarray, v: np.ndarray, cache: dict | None = None) -> np.ndarray:
+    """Mask of the candidate pairs (u[i], v[i]) that pass the stage's check. Pairs go in order of v
+    (a bucket's head), so a head is shingled once for all its members. Texts come from the held
+    input batches (`cache`) or are read from the shards, in chunks of pairs whose texts fit in
+    1/_VERIFY_SHARE of the budget (estimated from the shards' decoded size per row)."""
     keep = np.ones(len(u), bool)
-    for lo in range(0, len(u), _VERIFY_CHUNK):
-        cu, cv = u[lo : lo + _VERIFY_CHUNK], v[lo : lo + _VERIFY_CHUNK]
-        involved, inverse = np.unique(np.concatenate([cu, cv]), return_inverse=True)
-        texts = read_column_at(shards, involved, "text")
-        a = texts.take(pa.array(inverse[: len(cu)]))
-        b = texts.take(pa.array(inverse[len(cu) :]))
-        keep[lo : lo + _VERIFY_CHUNK] = stage.verify_mask(a, b)
+    order = np.argsort(v, kind="stable")
+    rows = max(sum(s.rows for s in shards), 1)
+    row_bytes = max(sum(s.decoded_bytes for s in shards) / rows, 1.0)
+    step = max(int(stage.params.memory_mb * 2**20 / _VERIFY_SHARE / (2 * row_bytes)), 1)
+    for lo in range(0, len(order), step):
+        part = order[lo : lo + step]
+        involved, inverse = np.unique(np.concatenate([u[part], v[part]]), return_inverse=True)
+        texts = read_column_at(shards, involved, "text", cache)
+        keep[part] = stage.verify_pairs(texts, inverse[: len(part)], inverse[len(part) :])
     return keep
 
 
-def group_nodes(stage, shards: list[Shard], store: BandStore, n: int) -> tuple[np.ndarray, dict]:
+def group_nodes(stage, shards: list[Shard], store: BandStore, n: int, cache: dict | None = None) -> tuple[np.ndarray, dict]:
     """Component label (smallest node of the component) of every node."""
     uf = UnionFind(n)
     stats = {"candidate_edges": 0, "verified_edges": None}
     if stage.verifies:
         # All bands' edges first, deduplicated, so each pair is verified once.
-        parts = [np.stack(e, 1) for e in candidate_edges(store) if len(e[0])]
-        edges = np.unique(np.concatenate(parts), axis=0) if parts else np.empty((0, 2), np.int64)
+        # (u, v) as one int64 u*n+v: a 1-d unique is 4x faster than unique rows, same order
+        codes = np.unique(np.concatenate([u * max(n, 1) + v for u, v in candidate_edges(store)] or [np.empty(0, np.int64)]))
+        edges = np.stack(np.divmod(codes, max(n, 1)), 1)
         stats["candidate_edges"] = len(edges)
-        mask = verified(stage, shards, edges[:, 0], edges[:, 1]) if len(edges) else np.ones(0, bool)
+        cpu = time.process_time()
+        mask = verified(stage, shards, edges[:, 0], edges[:, 1], cache) if len(edges) else np.ones(0, bool)
         stats["verified_edges"] = int(mask.sum())
+        stats["verify_cpu_s"] = round(time.process_time() - cpu, 3)
         uf.union(edges[mask, 0], edges[mask, 1])
     else:
         for u, v in candidate_edges(store):
@@ -91,7 +100,31 @@ def group_nodes(stage, shards: list[Shard], store: BandStore, n: int) -> tuple[n
     return uf.labels(), stats
 
 
+@contextmanager
+def jemalloc_pool():
+    """Arrow allocates from jemalloc while the plan runs, where pyarrow has it. Its default,
+    mimalloc, hands freed pages back to the system at once, and the plan's passes allocate hundreds
+    of MB again and again (decoded batches, candidate texts, output pages), each page faulted in
+    afresh: on 150k documents (212 MB) system time went 0.70 -> 0.44 CPU s and peak RSS 614 -> 550 MB."""
+    try:
+        pool = pa.jemalloc_memory_pool()
+    except NotImplementedError:  # a pyarrow built without it
+        yield
+        return
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pool)
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(previous)
+
+
 def run_local(stage, ctx) -> int:
+    with jemalloc_pool():
+        return _run_local(stage, ctx)
+
+
+def _run_local(stage, ctx) -> int:
     t0 = time.perf_counter()
     p = stage.params
     shards = list_shards(ctx.inputs)
@@ -103,8 +136,8 @@ def run_local(stage, ctx) -> int:
     cache = {} if decoded <= budget // 2 else None
     store = BandStore(stage.n_bands, ctx.scratch(f"{stage.stage_id}-bands"), budget - (decoded if cache is not None else 0))
     length, score = collect_keys(stage, shards, store, n, cache)
-    labels, stats = group_nodes(stage, shards, store, n)
-    plan = shard_plans(stage, shards, labels, length, score)
+    labels, stats = group_nodes(stage, shards, store, n, cache)
+    plan = shard_plans(stage, shards, labels, length, score, cache)
     for shard, (nodes, group_ids, keep) in zip(shards, plan):
         write_shard(
             shard, ctx.out_root, ctx.output_schema, ctx.stage_id,
@@ -119,7 +152,7 @@ def run_local(stage, ctx) -> int:
 
 
 def shard_plans(stage, shards: list[Shard], labels: np.ndarray, length: np.ndarray,
-                score: np.ndarray | None) -> list[tuple[np.ndarray, list[str], np.ndarray]]:
+                score: np.ndarray | None, cache: dict | None = None) -> list[tuple[np.ndarray, list[str], np.ndarray]]:
     """Per shard: (grouped nodes, their group ids, keep flags) from the component labels; shared by
     the local and Ray plans so both choose the same keepers."""
     n = len(labels)
@@ -127,9 +160,8 @@ def shard_plans(stage, shards: list[Shard], labels: np.ndarray, length: np.ndarr
     in_group = np.bincount(labels, minlength=n)[labels] > 1 if n else np.zeros(0, bool)
     grouped = np.flatnonzero(in_group)
     keeper_nodes = np.unique(keepers[grouped])
-    keeper_ids = read_column_at(shards, keeper_nodes, "id").to_pylist()
-    ids_of = np.searchsorted(keeper_nodes, keepers[grouped])
-    group_ids = [keeper_ids[i] for i in ids_of.tolist()]
+    keeper_ids = read_column_at(shards, keeper_nodes, "id", cache)
+    group_ids = keeper_ids.take(pa.array(np.searchsorted(keeper_nodes, keepers[grouped])))
     keep = keepers[grouped] == grouped
     plans = []
     for shard in shards:
@@ -140,6 +172,6 @@ def shard_plans(stage, shards: list[Shard], labels: np.ndarray, length: np.ndarr
 
 def summarize(plans) -> dict:
     grouped = sum(len(nodes) for nodes, _, _ in plans)
-    groups = len({gid for _, gids, _ in plans for gid in gids})
+    groups = len({gid for _, gids, _ in plans for gid in (gids.to_pylist() if isinstance(gids, pa.Array) else gids)})
     removed = int(sum((~keep).sum() for _, _, keep in plans))
     return {"in_groups": grouped, "groups": groups, "removed": removed}

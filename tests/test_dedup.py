@@ -159,6 +159,25 @@ def test_compiled_kernel_equals_numpy_definition(real, ngram):
     assert np.array_equal(hasher.text_signatures(chunked, ngram)[0], reference)
 
 
+@pytest.mark.parametrize("ngram", [1, 5])
+def test_pair_jaccard_kernel_equals_numpy_definition(real, ngram):
+    """verify.pairs_jaccard (the compiled kernel) gives exactly shingles.jaccard over shingle_sets,
+    for pairs in any order, repeated heads, NFKC rows, empty and null rows, and upper-cased copies."""
+    from assay.dedup.verify import pairs_jaccard
+
+    texts = pa.array(EDGE_TEXTS + real[:200] + [t.upper() for t in real[:50]], pa.string())
+    n = len(texts)
+    rng = np.random.default_rng(ngram)
+    ia = np.concatenate([rng.integers(0, n, 400), np.arange(len(EDGE_TEXTS)), np.arange(len(EDGE_TEXTS) + 200, n)])
+    ib = np.concatenate([np.sort(rng.integers(0, n, 400)), np.arange(len(EDGE_TEXTS))[::-1], np.arange(len(EDGE_TEXTS), len(EDGE_TEXTS) + 50)])
+    sets = shingle_sets(texts, ngram)
+    want = np.array([jaccard(sets[a], sets[b]) for a, b in zip(ia.tolist(), ib.tolist())])
+    got = pairs_jaccard(texts, ia, ib, ngram)
+    assert (want == 1.0).sum() > 50 and ((want > 0) & (want < 1)).sum() > 5  # upper-cased copies match
+    assert np.array_equal(got, want)
+    assert np.array_equal(pairs_jaccard(texts, ib, ia, ngram), want)  # symmetric, bit for bit
+
+
 def test_signatures_do_not_depend_on_batching(real):
     texts = pa.array(real[:300])
     hasher = MinHasher()
@@ -280,10 +299,46 @@ def test_verification_removes_false_positive_candidates(real, tmp_path):
     half = " ".join(words[:30] + [f"z{i}" for i in range(30)])
     docs = make_docs([{"text": " ".join(words), "source": "a"}, {"text": half, "source": "b"}])
     loose = {"num_perm": 120, "bands": 60, "rows": 2}  # threshold ~0.13: this pair (J ~0.3) is a candidate
-    _, out = run(MinHashDedup(loose), docs, tmp_path, name="loose")
+    _, out = run(MinHashDedup({**loose, "verify_threshold": None}), docs, tmp_path, name="loose")
     assert out.read().column("dup_keep").to_pylist() == [True, False]
     _, out = run(MinHashDedup({**loose, "verify_threshold": 0.8}), docs, tmp_path, name="verified")
     assert out.read().column("dup_keep").to_pylist() == [True, True]
+
+
+def test_default_verification_keeps_near_misses_apart(real, tmp_path):
+    """Pairs sharing most but not all of their text (exact Jaccard 0.45-0.6, below the 14x8 knee)
+    become LSH candidates a few % of the time; unverified, each such candidate merges two distinct
+    documents. The default parameters verify candidates by exact Jaccard, so none is merged, while
+    close copies (1% of words edited) are found as before."""
+    from assay.dedup.evaluate import edit_words
+
+    base = [t.split() for t in distinct_texts(real) if len(t.split()) >= 80][:300]
+    vocab = sorted({w for words in base for w in words})
+    rng = np.random.default_rng(3)
+    rows = []
+    for i, words in enumerate(base):
+        rows.append(" ".join(words[:80]))
+        if i % 3 == 0:  # a close copy
+            rows.append(edit_words(" ".join(words[:80]), 0.01, vocab, rng))
+        else:  # a near miss: the first 60 words and 20 others (Jaccard ~0.55)
+            rows.append(" ".join(words[:60] + [vocab[j] for j in rng.integers(0, len(vocab), 20)]))
+    docs = make_docs([{"text": t, "source": "real"} for t in rows])
+
+    def groups(params, name):
+        result, out = run(MinHashDedup(params), docs, tmp_path, name=name)
+        return result.manifest["stats"]["dedup"], out.read().column("dup_group").to_pylist()
+
+    stats, unverified = groups({"verify_threshold": None}, "unverified")
+    stats_v, verified = groups({}, "verified")
+    close = [(2 * i, 2 * i + 1) for i in range(0, len(base), 3)]
+    sets = shingle_sets(pa.array(rows), 5)
+    near = [(2 * i, 2 * i + 1) for i in range(len(base)) if i % 3 and jaccard(sets[2 * i], sets[2 * i + 1]) < 0.6]
+    assert len(near) > 150
+    found = [verified[a] == verified[b] for a, b in close]
+    assert found == [unverified[a] == unverified[b] for a, b in close] and np.mean(found) >= 0.95
+    assert sum(unverified[a] == unverified[b] for a, b in near) >= 3  # LSH lets some through ...
+    assert not any(verified[a] == verified[b] for a, b in near)  # ... verification stops them
+    assert stats["verified_edges"] is None and stats_v["verified_edges"] < stats_v["candidate_edges"]
 
 
 def test_exact_url_and_remove_stages(tmp_path):

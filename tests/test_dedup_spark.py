@@ -39,11 +39,11 @@ def assert_same_shards(a: Path, b: Path, shards: int = 3) -> None:
 @pytest.mark.parametrize(
     "stage",
     [
-        MinHashDedup({"keep": "longest", "verify_threshold": 0.75}),
+        MinHashDedup({"keep": "longest"}),  # verified by exact Jaccard by default
         ExactDedup({"remove": True}),
         UrlDedup({"keep": "longest"}),
     ],
-    ids=["minhash-verified", "exact-remove", "url"],
+    ids=["minhash-default-verified", "exact-remove", "url"],
 )
 def test_local_and_spark_plans_agree(spark_engine, corpus, tmp_path, stage):
     loc = run_stage(stage, [corpus], tmp_path / "local", engine="local")
