@@ -103,6 +103,18 @@ def _agree(a: dict[str, float], b: dict[str, float]) -> tuple[int, int]:
     return sum((a[x] < a[y]) == (b[x] < b[y]) for x, y in pairs), len(pairs)
 
 
+def _pair_table(tiny_runs: dict[str, list[float]], larger: dict[str, float]) -> dict[str, dict]:
+    """Per pair: the tiny proxy's BPB gap (second minus first) with the seed std of the paired gap,
+    the larger proxy's gap, and whether they order the pair alike."""
+    table = {}
+    for x, y in itertools.combinations(sorted(larger), 2):
+        gaps = np.subtract(tiny_runs[y], tiny_runs[x])
+        table[f"{x} vs {y}"] = {"tiny_gap": round(float(gaps.mean()), 4), "tiny_gap_seed_std": round(float(gaps.std(ddof=1)), 4)
+                                if len(gaps) > 1 else None, "larger_gap": round(larger[y] - larger[x], 4),
+                                "agree": bool((gaps.mean() > 0) == (larger[y] > larger[x]))}
+    return table
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default="news", choices=_corpora.KINDS)
@@ -148,6 +160,7 @@ def main(argv=None) -> int:
         return round(sum(done[(size, arm, s)]["cpu_s"] for s in range(n)), 1)
 
     tiny = {a: mean("tiny", a, args.seeds) for a in GRADED}
+    tiny_runs = {a: [done[("tiny", a, s)]["bpb"] for s in range(args.seeds)] for a in GRADED}
     larger = {a: mean("larger", a, args.larger_seeds) for a in AGREEMENT}
     agree, pairs = _agree({a: tiny[a] for a in AGREEMENT}, larger)
     graded = ["clean", "junk5", "junk10", "junk30"]
@@ -161,7 +174,9 @@ def main(argv=None) -> int:
         "graded_bpb": {a: round(v, 4) for a, v in tiny.items()},
         "graded_order_holds": all(tiny[x] < tiny[y] for x, y in zip(graded, graded[1:])),
         "larger_bpb": {a: round(v, 4) for a, v in larger.items()},
+        "graded_seed_std": {a: round(float(np.std(v, ddof=1)), 4) for a, v in tiny_runs.items()} if args.seeds > 1 else None,
         "pairs_agreeing": f"{agree} of {pairs}",
+        "pairs": _pair_table({a: tiny_runs[a] for a in AGREEMENT}, larger),
         "tiers": {"bpb": {a: round(v, 4) for a, v in tier_bpb.items()}, "junk_share": tiers["junk_share"],
                   "tier_counts": tiers["tier_counts"], "top_two_tiers_win": bool(top_wins),
                   "verdict": "the top two tiers won on held-out clean text" if top_wins else

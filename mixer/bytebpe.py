@@ -25,7 +25,7 @@ import regex
 
 # The GPT-2 split the HF ByteLevel pre-tokenizer applies (tokenizers' byte_level.rs).
 SPLIT = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
-MAX_CACHED = 1 << 20        # distinct pieces remembered; the cache starts over when full
+MAX_CACHED = 1 << 18        # distinct pieces remembered (~40 MB at most); the cache starts over when full
 MAX_CACHED_CHARS = 64       # longer pieces (runs of symbols, long numbers) are encoded each time
 
 
