@@ -82,6 +82,11 @@ class ByteBPE:
         self.tok = tok
         self.pieces = PieceIds(tok.model)
 
+    def __setstate__(self, state: dict) -> None:
+        # a pickled HF Tokenizer comes back with encode_special_tokens off (tokenizers 0.23)
+        self.__dict__.update(state)
+        self.tok.encode_special_tokens = True
+
     @classmethod
     def for_tokenizer(cls, tok) -> "ByteBPE | None":
         """The fast encoder when `tok` has the shape it reproduces exactly, else None."""

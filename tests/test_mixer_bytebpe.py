@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import pickle
 import sys
 from pathlib import Path
 
@@ -27,7 +28,7 @@ EDGE = [
     "日本語のテキストです。中文文本。한국어 텍스트", "٣٤٥ ١٢ ४५६ 12.5e-3 1,000,000", "e\u0301 n\u0303 क्षत्रिय",
     "👩‍👩‍👧‍👦 🎉🎉 ✓✗", "<|eos|> <|bos|>text<|pad|><|meta|>x<|/meta|>", "=" * 300 + "-" * 70 + "x" * 200,
     "   leading and trailing   ", "mixed123abc ___init___ `code` {\"json\": [1, 2]}", "\ud7ff\ue000\U0001f600",
-    "a\u0558b \u0558\u05581 \U00016ea0x",  # letters Unicode assigned after Python 3.11's tables: the HF path
+    "a\u0558b \u0558\u05581 \U00016ea0x <|eos|>",  # letters Unicode assigned after Python 3.11's tables: the HF path
 ]
 
 
@@ -77,6 +78,8 @@ def test_ids_equal_encode_batch(tok_path):
     flat, lengths = fast.encode_flat(texts)
     assert lengths.tolist() == [len(x) for x in expected]
     assert flat.tolist() == [i for ids in expected for i in ids]
+    # pickled (a pickled HF Tokenizer loses encode_special_tokens): the fallback still reads "<|eos|>" as text
+    assert pickle.loads(pickle.dumps(fast)).encode(texts) == expected
 
 
 def test_other_tokenizer_shapes_keep_the_hf_path(tok_path):
