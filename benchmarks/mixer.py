@@ -10,8 +10,12 @@ row. Rows of the speed table:
 
 * raw encode_batch / encode_batch_fast: the HF tokenizer alone on the same texts, in memory, both
   cores (its own thread pool), nothing written: the ceiling.
-* assay mix build: end to end on the local engine with 2 workers: read Parquet, tokenize (metadata
-  prefix on), write the token streams, plan, draw, best-fit pack and write the shards.
+* assay mix build: end to end on the local engine with 2 workers, from a cold process: read Parquet,
+  tokenize (metadata prefix on; a byte-level BPE takes mixer/bytebpe.py's exact fast path), write
+  the token streams, plan, draw, best-fit pack and write the shards.
+
+Every row has wall seconds (best of the interleaved rounds) and the CPU seconds of that round (all
+threads; for mix build the driver and every worker, sampled every 50 ms).
 * datatrove DocumentTokenizer: its tokenizer step over the same Parquet (2 tasks, 2 workers), from
   its own venv (.bench/mixer-venv, benchmarks/requirements-mixer.txt) so its pins never touch ours.
 
@@ -68,16 +72,16 @@ def texts_of(path: Path) -> list[str]:
     return Dataset(path).read(columns=["text"]).column("text").to_pylist()
 
 
-def run_raw(tok_path: Path, texts: list[str], fast: bool) -> tuple[float, int]:
+def run_raw(tok_path: Path, texts: list[str], fast: bool) -> tuple[float, int, float]:
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tok_path))
     encode = tok.encode_batch_fast if fast else tok.encode_batch
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     n = 0
-    for i in range(0, len(texts), 5000):  # the batch size mix.tokenize reads
+    for i in range(0, len(texts), 5000):
         n += sum(len(e.ids) for e in encode(texts[i:i + 5000], add_special_tokens=False))
-    return time.perf_counter() - start, n
+    return time.perf_counter() - start, n, time.process_time() - cpu
 
 
 def mixture_for(data: Path, tok_path: Path, budget: int) -> dict:
@@ -96,6 +100,7 @@ import psutil
 from assay.mixer.build import build
 from assay.mixer.recipe import parse_mixture
 peak = {{"driver": 0, "worker": 0, "total": 0}}
+cpu = {{}}  # pid -> latest user+system seconds (a worker's last 50 ms before it exits are missed)
 def sample():  # the driver and every worker process (forkserver children included), every 50 ms
     me = psutil.Process()
     while True:
@@ -104,6 +109,8 @@ def sample():  # the driver and every worker process (forkserver children includ
         for p in procs:
             try:
                 rss.append(p.memory_info().rss)
+                t = p.cpu_times()
+                cpu[p.pid] = t.user + t.system
             except psutil.Error:
                 rss.append(0)
         peak["driver"] = max(peak["driver"], rss[0])
@@ -117,7 +124,8 @@ res = build(m, sys.argv[2], engine="local", options={{"workers": 2}}, log=lambda
 wall = time.perf_counter() - t
 mb = lambda n: n // 2**20
 print(json.dumps({{"seconds": wall, "driver_rss_mb": mb(peak["driver"]), "worker_rss_mb": mb(peak["worker"]),
-                   "total_rss_mb": mb(peak["total"]), "tokens": res[0].manifest["mix"]["tokens"]}}))
+                   "total_rss_mb": mb(peak["total"]), "tokens": res[0].manifest["mix"]["tokens"],
+                   "cpu_seconds": sum(cpu.values())}}))
 """
     shutil.rmtree(out, ignore_errors=True)
     mix = json.dumps(mixture_for(data, tok_path, budget))
@@ -183,39 +191,45 @@ def mode_speed(args) -> dict:
         run_raw(tok_path, texts[:2000], True)  # warm-up: page cache, thread pool
         # Rounds interleave every contender, and each keeps its best round: on a shared host a burst
         # of load then hits all of them alike instead of whichever ran during it.
-        best: dict[str, tuple[float, int]] = {}
+        best: dict[str, tuple[float, int, float | None]] = {}
         errors: dict[str, str] = {}
 
-        def keep(label: str, secs: float, tokens: int) -> None:
+        def keep(label: str, secs: float, tokens: int, cpu: float | None = None) -> None:
             if label not in best or secs < best[label][0]:
-                best[label] = (secs, tokens)
+                best[label] = (secs, tokens, cpu)
 
         for _ in range(args.repeat):
             for fast, label in ((False, "raw encode_batch"), (True, "raw encode_batch_fast")):
                 keep(label, *run_raw(tok_path, texts, fast))
             text_tokens = best["raw encode_batch"][1]
             got = run_assay(data, tok_path, work / "out", int(text_tokens * 0.95))
-            keep("assay mix build (tokenize + pack)", got["seconds"], got["text_tokens"])
+            keep("assay mix build (tokenize + pack)", got["seconds"], got["text_tokens"], got["cpu_seconds"])
             if not args.skip_datatrove and "datatrove DocumentTokenizer" not in errors:
                 try:
                     keep("datatrove DocumentTokenizer", run_datatrove(data, tok_path, work)["seconds"], text_tokens)
                 except (RuntimeError, subprocess.SubprocessError) as exc:
                     errors["datatrove DocumentTokenizer"] = str(exc).splitlines()[-1][:300]
-        rows = {label: {"seconds": round(secs, 3), "tokens": n, "tokens_per_s": round(n / secs)}
-                for label, (secs, n) in best.items()}
+        rows = {label: {"seconds": round(secs, 3), "tokens": n, "tokens_per_s": round(n / secs),
+                        **({"cpu_seconds": round(cpu, 2), "tokens_per_cpu_s": round(n / cpu)} if cpu else {})}
+                for label, (secs, n, cpu) in best.items()}
         rows.update({label: {"error": e} for label, e in errors.items()})
     finally:
         shutil.rmtree(work, ignore_errors=True)
     raw = rows["raw encode_batch"]["tokens_per_s"]
     print(f"\n{len(texts):,} documents ({args.copies} copies of the sample), {mb:.1f} MB, {text_tokens:,} tokens, "
           f"2 cores, best of {args.repeat} interleaved rounds, load average {os.getloadavg()[0]:.1f}\n")
-    print(f"{'':40} {'seconds':>9} {'tokens/s':>12} {'vs raw':>8}")
+    raw_cpu = rows["raw encode_batch"]["tokens_per_cpu_s"]
+    print(f"{'':40} {'seconds':>9} {'tokens/s':>12} {'vs raw':>8} {'tokens/CPU-s':>13} {'vs raw':>8}")
     for label, row in rows.items():
         if "error" in row:
             print(f"{label:40} {row['error']}")
             continue
         row["vs_raw_encode_batch"] = round(row["tokens_per_s"] / raw, 3)
-        print(f"{label:40} {row['seconds']:>9.2f} {row['tokens_per_s']:>12,} {row['vs_raw_encode_batch']:>8.2f}")
+        per_cpu = ""
+        if "tokens_per_cpu_s" in row:
+            row["per_cpu_vs_raw_encode_batch"] = round(row["tokens_per_cpu_s"] / raw_cpu, 3)
+            per_cpu = f" {row['tokens_per_cpu_s']:>13,} {row['per_cpu_vs_raw_encode_batch']:>8.2f}"
+        print(f"{label:40} {row['seconds']:>9.2f} {row['tokens_per_s']:>12,} {row['vs_raw_encode_batch']:>8.2f}{per_cpu}")
     result = {"documents": len(texts), "text_mb": round(mb, 1), "cores": os.cpu_count(), "repeat": args.repeat,
               "rows": rows, "load_average_1m_at_end": round(os.getloadavg()[0], 1)}
     save("speed", result)

@@ -2,7 +2,10 @@
 proxy rank them as a larger one does (DataDecide's pairwise agreement)?
 
     python benchmarks/ranking.py                      # CPU, all three checks, results/ranking.json
-    python benchmarks/ranking.py --corpus news --tiny-tokens 1000000
+    python benchmarks/ranking.py --corpus news --tiny-tokens 1000000 --larger-seeds 2
+
+The defaults (tiny 500k tokens x 3 seeds, larger 2M tokens x 1 seed) took 18.5 CPU minutes (31 wall
+minutes at load average 5-10) on the 2-core VM: 24 tiny runs of ~20 CPU s and 4 larger of ~165.
 
 * graded: a known-order series over one corpus (benchmarks/_corpora.py): clean, 5%, 10% and 30% junk
   (boilerplate and shuffled words) and a duplicate-heavy arm (30% exact copies of a twentieth of the
@@ -103,21 +106,35 @@ def _agree(a: dict[str, float], b: dict[str, float]) -> tuple[int, int]:
     return sum((a[x] < a[y]) == (b[x] < b[y]) for x, y in pairs), len(pairs)
 
 
+def _pair_table(tiny_runs: dict[str, list[float]], larger: dict[str, float]) -> dict[str, dict]:
+    """Per pair: the tiny proxy's BPB gap (second minus first) with the seed std of the paired gap,
+    the larger proxy's gap, and whether they order the pair alike."""
+    table = {}
+    for x, y in itertools.combinations(sorted(larger), 2):
+        gaps = np.subtract(tiny_runs[y], tiny_runs[x])
+        table[f"{x} vs {y}"] = {"tiny_gap": round(float(gaps.mean()), 4), "tiny_gap_seed_std": round(float(gaps.std(ddof=1)), 4)
+                                if len(gaps) > 1 else None, "larger_gap": round(larger[y] - larger[x], 4),
+                                "agree": bool((gaps.mean() > 0) == (larger[y] > larger[x]))}
+    return table
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default="news", choices=_corpora.KINDS)
-    ap.add_argument("--tiny-tokens", type=int, default=None, help="tiny proxy budget (default: known_order_config's)")
+    # Sized so one run takes <= 30 CPU minutes on 2 cores: a larger run costs ~2.4x a tiny one per
+    # token (measured on news), so at 4x the tokens one larger seed of four arms is ~half the total.
+    ap.add_argument("--tiny-tokens", type=int, default=500_000, help="tiny proxy budget (the larger gets 4x)")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--larger-seeds", type=int, default=2)
+    ap.add_argument("--larger-seeds", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
 
     import torch
 
     from assay.trainer.bytes import write_byte_dataset
-    from assay.trainer.known_order import build_arms, known_order_config
+    from assay.trainer.known_order import build_arms
 
-    tokens = args.tiny_tokens or known_order_config({"clean": "", "eval": ""})["tokens"]
+    tokens = args.tiny_tokens
     work = ROOT / ".bench" / "ranking" / args.corpus
     docs = _corpora.corpus(args.corpus)
     paths = build_arms(work / "data", docs, GRADED)
@@ -146,6 +163,7 @@ def main(argv=None) -> int:
         return round(sum(done[(size, arm, s)]["cpu_s"] for s in range(n)), 1)
 
     tiny = {a: mean("tiny", a, args.seeds) for a in GRADED}
+    tiny_runs = {a: [done[("tiny", a, s)]["bpb"] for s in range(args.seeds)] for a in GRADED}
     larger = {a: mean("larger", a, args.larger_seeds) for a in AGREEMENT}
     agree, pairs = _agree({a: tiny[a] for a in AGREEMENT}, larger)
     graded = ["clean", "junk5", "junk10", "junk30"]
@@ -159,12 +177,19 @@ def main(argv=None) -> int:
         "graded_bpb": {a: round(v, 4) for a, v in tiny.items()},
         "graded_order_holds": all(tiny[x] < tiny[y] for x, y in zip(graded, graded[1:])),
         "larger_bpb": {a: round(v, 4) for a, v in larger.items()},
+        "graded_seed_std": {a: round(float(np.std(v, ddof=1)), 4) for a, v in tiny_runs.items()} if args.seeds > 1 else None,
         "pairs_agreeing": f"{agree} of {pairs}",
+        "pairs": (pair_table := _pair_table({a: tiny_runs[a] for a in AGREEMENT}, larger)),
+        # pairs the tiny proxy separates by more than the seed std of the paired gap: the others'
+        # agreement is closer to a coin toss
+        "tiny_pairs_beyond_one_seed_std": sum(abs(p["tiny_gap"]) > (p["tiny_gap_seed_std"] or 0)
+                                              for p in pair_table.values()),
         "tiers": {"bpb": {a: round(v, 4) for a, v in tier_bpb.items()}, "junk_share": tiers["junk_share"],
                   "tier_counts": tiers["tier_counts"], "top_two_tiers_win": bool(top_wins),
                   "verdict": "the top two tiers won on held-out clean text" if top_wins else
                   "the tiers did not help: the top two tiers did not beat both the bottom two and a random sample"},
-        "cpu_seconds": {"tiny_run": cpu("tiny", "clean", 1), "larger_run": cpu("larger", "clean", 1)},
+        "cpu_seconds": {"tiny_run": cpu("tiny", "clean", 1), "larger_run": cpu("larger", "clean", 1),
+                        "all_runs": round(sum(r["cpu_s"] for r in done.values()), 1)},
         "load_average_at_end": round(os.getloadavg()[0], 1),
     }
     print(json.dumps(result, indent=1))
