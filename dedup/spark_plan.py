@@ -2,7 +2,8 @@
 
 1. `mapInArrow` over the input shards runs the stage's own `node_info` (so keys are byte-identical to
    the local plan's) and emits one row per taking-part document: node, shard, id, length, score, keys.
-   The result is written to scratch Parquet, which cuts the lineage and lets Spark spill.
+   The result is written to scratch Parquet, which cuts the lineage and lets Spark spill (for an
+   output on a store, which promises no shared disk, a local checkpoint in the executors instead).
 2. Band buckets by groupBy(band, key); each bucket gives star edges (member -> smallest member),
    exactly the local plan's edges. Optional verification joins both texts and calls the stage's
    `verify_mask` in `mapInArrow`.
@@ -117,16 +118,26 @@ def run_spark(stage, ctx) -> int:
     shards = list_shards(ctx.inputs)
     if not shards:
         return 0
-    scratch = ctx.scratch(f"{stage.stage_id}-spark")
-    spark.sparkContext.setCheckpointDir(str(scratch / "checkpoints"))
-
-    def checkpoint(df):
-        return df.checkpoint(eager=True)
-
     tasks = spark.createDataFrame([(s.index,) for s in shards], "shard int").repartition(len(shards))
-    nodes_path = str(scratch / "nodes")
-    tasks.mapInArrow(_node_rows(stage, shards), _NODE_SCHEMA).write.mode("overwrite").parquet(nodes_path)
-    nodes = spark.read.parquet(nodes_path)
+    node_rows = tasks.mapInArrow(_node_rows(stage, shards), _NODE_SCHEMA)
+    if storage.is_remote(ctx.out_root):
+        # An output on a store promises no disk the driver and the executors share (Spark writes no
+        # s3:// without hadoop-aws): checkpoints stay in the executors' block managers, which spill
+        # to each executor's own local folder.
+        def checkpoint(df):
+            return df.localCheckpoint(eager=True)
+
+        nodes = checkpoint(node_rows)
+    else:
+        scratch = ctx.scratch(f"{stage.stage_id}-spark")
+        spark.sparkContext.setCheckpointDir(str(scratch / "checkpoints"))
+
+        def checkpoint(df):
+            return df.checkpoint(eager=True)
+
+        nodes_path = str(scratch / "nodes")
+        node_rows.write.mode("overwrite").parquet(nodes_path)
+        nodes = spark.read.parquet(nodes_path)
 
     bands = nodes.select("node", F.posexplode("keys").alias("band", "key"))
     heads = bands.groupBy("band", "key").agg(F.min("node").alias("head"), F.count("*").alias("n")).where("n > 1")

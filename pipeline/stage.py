@@ -640,6 +640,15 @@ class GlobalContext:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def shared_scratch(self, name: str):
+        """A scratch folder every worker reaches, for files the engine's tasks hand each other: inside
+        the output, on its disk or its store (a cluster may share no local disk), removed with it."""
+        from . import storage
+
+        path = self.out_root / "_scratch" / name
+        storage.makedirs(path)
+        return path
+
 
 # ---- helpers for writing map stages -------------------------------------------------------------
 

@@ -5,7 +5,7 @@ duplicate of it.
 "Earlier" is the order of (id hash, shard, row), so the kept document is the same on every engine,
 and of two rows with the same id (the same document twice) the first stays. The plan runs as three
 waves of tasks on the engine's workers (`Engine.map`), handing files over in the output's scratch
-folder; the driver lists shards and adds up counts, and never holds a vector:
+folder (on the output's disk or store, which every worker reaches); the driver lists shards and adds up counts, and never holds a vector:
 1. per shard: each document's (cluster, id hash, shard, row, id, vector) into one of B bucket files
    by cluster, so a cluster's documents meet in one bucket;
 2. per bucket: cluster by cluster, block-wise inner products; every row whose best match among the
@@ -28,6 +28,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 from pydantic import Field
 
+from assay.pipeline import storage
 from assay.pipeline.errors import UserError
 from assay.pipeline.stage import GlobalStage, Params, Task, register, set_column, with_rejects
 
@@ -66,6 +67,17 @@ class _Rows:
         self.rows += table.num_rows
 
 
+def _put(path, table: pa.Table, write) -> None:
+    """`write(table, sink)` at `path`, a local file or an object on the output's store."""
+    if storage.is_remote(path):
+        sink = pa.BufferOutputStream()
+        write(table, sink)
+        storage.put_bytes(path, sink.getvalue().to_pybytes())
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(table, str(path))
+
+
 def _bucket_file(scratch: Path, bucket: int, shard: int) -> Path:
     return scratch / "buckets" / f"{bucket:05d}" / f"part-{shard:05d}.arrow"
 
@@ -95,19 +107,18 @@ def _bucket_shard(stage: "SemDedup", scratch: Path, buckets: int, task: Task) ->
     table = table.filter(pc.greater_equal(table.column("cluster"), 0))
     where = table.column("cluster").to_numpy() % buckets
     for b in np.unique(where).tolist():
-        path = _bucket_file(scratch, b, task.index)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        feather.write_feather(table.filter(pa.array(where == b)), str(path), compression="uncompressed")
+        _put(_bucket_file(scratch, b, task.index), table.filter(pa.array(where == b)),
+             partial(feather.write_feather, compression="uncompressed"))
     return seen.rows
 
 
 def _dedup_bucket(threshold: float, scratch: Path, bucket: int) -> int:
     """Wave 2: the duplicates of every cluster in one bucket, written per shard as (row, of);
     returns how many."""
-    files = sorted((scratch / "buckets" / f"{bucket:05d}").glob("part-*.arrow"))
+    files = storage.glob(scratch / "buckets" / f"{bucket:05d}", "part-*.arrow")
     if not files:
         return 0
-    table = pa.concat_tables([feather.read_table(str(f)) for f in files])
+    table = pa.concat_tables([feather.read_table(pa.BufferReader(storage.read_bytes(f))) for f in files])
     cluster, hashes = table.column("cluster").to_numpy(), table.column("hash").to_numpy()
     shard, row = table.column("shard").to_numpy(), table.column("row").to_numpy()
     vec = table.column("vec").combine_chunks()
@@ -128,9 +139,8 @@ def _dedup_bucket(threshold: float, scratch: Path, bucket: int) -> int:
     dup, of = np.concatenate(dup), np.concatenate(of)
     marks = pa.table({"shard": shard[dup], "row": row[dup], "of": table.column("id").take(pa.array(of))})
     for s in np.unique(shard[dup]).tolist():
-        path = _verdict_dir(scratch, s) / f"{bucket:05d}.parquet"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(marks.filter(pc.equal(marks.column("shard"), s)).drop(["shard"]), path)
+        _put(_verdict_dir(scratch, s) / f"{bucket:05d}.parquet",
+             marks.filter(pc.equal(marks.column("shard"), s)).drop(["shard"]), pq.write_table)
     return len(dup)
 
 
@@ -139,8 +149,8 @@ def _apply_shard(stage: "SemDedup", out_root: Path, schema: pa.Schema, scratch: 
     from assay.pipeline.dataset import ShardWriter
     from assay.pipeline.stats import Stats
 
-    files = sorted(_verdict_dir(scratch, task.index).glob("*.parquet"))
-    marks = pa.concat_tables([pq.read_table(f) for f in files]) if files else None
+    files = storage.glob(_verdict_dir(scratch, task.index), "*.parquet")
+    marks = pa.concat_tables([storage.read_parquet(f) for f in files]) if files else None
     of_row = dict(zip(marks.column("row").to_pylist(), marks.column("of").to_pylist())) if marks else {}
     writer = ShardWriter(out_root, task.index, schema, stage.stage_id)
     stats, first = Stats(), 0
@@ -176,10 +186,10 @@ class SemDedup(WithEmbeddings, GlobalStage):
         tasks = self.tasks(ctx.inputs)  # checks the inputs pair shard by shard
         if tasks and "cluster" not in ctx.inputs[0].schema.names:
             raise UserError(f"stage {self.stage_id!r}: its input has no `cluster` column; run semantic.cluster first")
-        rows = sum(pq.ParquetFile(t.inputs[0]).metadata.num_rows for t in tasks)
+        rows = sum(storage.parquet_file(t.inputs[0]).metadata.num_rows for t in tasks)
         engine = ctx.engine
         buckets = max(engine.options.worker_count(), -(-rows // BUCKET_DOCS), 1)
-        scratch = ctx.scratch(self.stage_id)
+        scratch = ctx.shared_scratch(self.stage_id)
         engine.map(partial(_bucket_shard, self, scratch, buckets), tasks)
         found = engine.map(partial(_dedup_bucket, 1 - self.params.eps, scratch), list(range(buckets)))
         engine.map(partial(_apply_shard, self, ctx.out_root, ctx.output_schema, scratch), tasks)

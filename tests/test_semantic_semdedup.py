@@ -69,3 +69,24 @@ def test_spark_and_ray_dedup_on_their_workers_with_the_local_verdicts(clustered,
     for i in range(SHARDS):
         for part in (f"part-{i:05d}.parquet", f"_rejects/part-{i:05d}.parquet"):
             assert pq.read_table(tmp_path / "local" / part).equals(pq.read_table(tmp_path / name / part)), part
+
+
+def test_inputs_and_output_on_s3_give_the_local_disk_bytes(clustered, tmp_path, s3, monkeypatch):
+    """The waves hand their bucket and verdict files over in the output's scratch prefix on the store
+    (a cluster's workers share no local disk), and read their inputs from it: the local-disk bytes."""
+    from test_storage_s3 import data_files, local_files, objects, upload
+
+    root, _, _, _ = clustered
+    monkeypatch.setenv("ASSAY_MP_START", "spawn")  # workers with the store's credentials (a forkserver
+    fs = s3.filesystem()                             # another test started holds the environment before)
+    prefix = f"{s3.current_bucket}/semdedup"
+    for name in ("docs", "emb"):
+        upload(fs, root / name, f"s3://{prefix}/{name}")
+    local = run_stage(SemDedup({"eps": 0.02}), [root / "docs", root / "emb"], tmp_path / "local", engine="local",
+                      options={"workers": 2})
+    remote = run_stage(SemDedup({"eps": 0.02}), [f"s3://{prefix}/docs", f"s3://{prefix}/emb"], f"s3://{prefix}/out",
+                       engine="local", options={"workers": 2})
+    assert remote.manifest["counts"] == local.manifest["counts"] and local.manifest["counts"]["rows_out"] < 240
+    stored = objects(fs, f"{prefix}/out")
+    assert data_files(stored) == data_files(local_files(tmp_path / "local"))
+    assert not [k for k in stored if k.startswith("_scratch/")]  # the waves' files went with the run
