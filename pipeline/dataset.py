@@ -756,6 +756,19 @@ class Lease:
                              f"pid {current.get('pid')}, since {current.get('started')}); wait for it to "
                              "finish or stop it")
 
+    @classmethod
+    def clear_stale(cls, root: Path, fingerprint: str, producer: dict[str, Any] | None = None) -> None:
+        """A run killed after its manifest was written but before its lease went leaves a complete
+        dataset with a stale lease: the run that skips it takes the lease over and gives it up (the
+        same exclusive take-over as any run's, so a live holder is never removed)."""
+        current = read_json_safe(storage.as_path(root) / LEASE)
+        if isinstance(current, dict) and not _alive(current, cls.TTL_S):
+            try:
+                with cls(root, fingerprint, producer):
+                    pass
+            except OutputBusy:  # a live run took it in between: its lease, not ours to touch
+                pass
+
     def acquire(self) -> "Lease":
         if storage.is_remote(self.root):
             return self._acquire_remote()

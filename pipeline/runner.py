@@ -103,6 +103,7 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
     fp = fingerprint_of(ident)
     existing = Dataset(out).manifest
     if existing and existing.get("fingerprint") == fp and not force and not existing.get("fused_into"):
+        Lease.clear_stale(out, fp, producer(stage, owner))
         return StageResult(stage.stage_id, out, existing, skipped=True)
     made_by = producer(stage, owner)
     Lease.check_free(out)
@@ -200,6 +201,8 @@ def run_fused(stages: Sequence[Stage], inputs: Sequence[Dataset | str | os.PathL
         fps.append(fingerprint_of(idents[-1]))
     existing = [Dataset(out).manifest for out in outs]
     if not force and all(m and m.get("fingerprint") == fp for m, fp in zip(existing, fps)):
+        for stage, out, fp in zip(stages, outs, fps):
+            Lease.clear_stale(out, fp, producer(stage, owner))
         return [StageResult(s.stage_id, o, m, skipped=True) for s, o, m in zip(stages, outs, existing)]
     made_by = [producer(stage, owner) for stage in stages]
     for stage, out, who in zip(stages, outs, made_by):

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from assay.pipeline import codec, identity
-from assay.pipeline.dataset import Dataset, OutputBusy, OutputRefused, ShardWriter, atomic_write_text, write_table
+from assay.pipeline.dataset import Dataset, Lease, OutputBusy, OutputRefused, ShardWriter, atomic_write_text, write_table
 from assay.pipeline.engines import get_engine
 from assay.pipeline.runner import run_stage
 from assay.pipeline.schema import make_docs
@@ -188,6 +188,27 @@ def test_a_stale_lease_is_taken_over_and_its_shards_resumed(docs, tmp_path):
                                                  "pid": 2 ** 22 + 11, "producer": manifest["producer"]}))
     again = run_stage(SlowUpper({"seconds_per_batch": 0}), [docs], out, engine=ENGINE)
     assert again.manifest["resumed_shards"] == 2 and again.manifest["ran_because"] == "resumed"
+
+
+def test_a_skipped_stage_gives_up_the_stale_lease_a_killed_run_left_beside_its_manifest(docs, tmp_path):
+    """kill -9 between the manifest and the lease's removal: the rerun skips the stage (it is complete)
+    and the dead run's lease goes with it; a live run's lease stays."""
+    import socket
+
+    out = tmp_path / "out"
+    run_stage(SlowUpper({"seconds_per_batch": 0}), [docs], out, engine=ENGINE)
+    manifest = json.loads((out / "_manifest.json").read_text())
+    dead = {"fingerprint": manifest["fingerprint"], "host": socket.gethostname(), "pid": 2 ** 22 + 11,
+            "producer": manifest["producer"]}
+    (out / "_lease.json").write_text(json.dumps(dead))
+    again = run_stage(SlowUpper({"seconds_per_batch": 0}), [docs], out, engine=ENGINE)
+    assert again.skipped and not (out / "_lease.json").exists()
+    live = dict(dead, pid=os.getpid(), heartbeat=time.time())
+    (out / "_lease.json").write_text(json.dumps(live))
+    with pytest.raises(OutputBusy):  # a live holder: nothing is taken from it
+        Lease(out, manifest["fingerprint"]).acquire()
+    assert run_stage(SlowUpper({"seconds_per_batch": 0}), [docs], out, engine=ENGINE).skipped
+    assert json.loads((out / "_lease.json").read_text())["pid"] == os.getpid()
 
 
 def test_another_stage_or_params_do_not_replace_an_output_without_force(docs, tmp_path):
