@@ -13,7 +13,6 @@ calibration (the shipped one by default) to any later corpus.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -276,9 +275,12 @@ class TiersParams(TierOptions):
     calibration: str = Field("default", description="Calibration JSON (from quality.calibrate's _artifacts/fit.json); default = shipped")
 
 
-def calibration_path(value: str) -> Path:
-    path = Path(value)
-    if not path.exists() and path.name == "default":  # path params arrive made absolute
+def calibration_path(value: str):
+    """The calibration file: a local path, a URL (s3://...; read through pipeline/storage), or the shipped one."""
+    from assay.pipeline import storage
+
+    path = storage.as_path(value)
+    if path.name == "default" and not path.exists():  # path params arrive made absolute
         path = SHIPPED_CALIBRATION
     if not path.exists():
         raise UserError(f"calibration {value!r} not found")

@@ -59,8 +59,10 @@ def knowledge_density(text: str) -> float:
 
 def read_inventory(path: str) -> list[tuple[str, str]]:
     """(kind, text) per inventory line."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    from assay.pipeline import storage
+
+    try:  # a local path or a URL (s3://...)
+        lines = storage.as_path(path).read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise UserError(f"inventory {path}: {exc.strerror}") from None
     items = []

@@ -382,3 +382,16 @@ def test_rows_do_not_depend_on_where_the_corpus_lies(tmp_path):
         tables.append((ds.read().to_pylist(), ds.read_rejects().to_pylist()))
     assert tables[0] == tables[1]
     assert [r["reject_detail"] for r in tables[0][1]] and "issues/broken.jsonl:2" in json.dumps(tables[0][1])
+
+
+def test_calibration_and_inventory_files_read_from_the_store(s3, tmp_path):
+    """quality.tiers' calibration and semantic.mine's inventory may lie on the store like any input."""
+    from assay.quality.tiers import SHIPPED_CALIBRATION, load_calibration
+    from assay.semantic.mine import read_inventory
+
+    fs = s3.filesystem()
+    prefix = f"{s3.current_bucket}/params"
+    fs.pipe_file(f"{prefix}/calibration.json", SHIPPED_CALIBRATION.read_bytes())
+    fs.pipe_file(f"{prefix}/inventory.txt", b"# kinds\nconcept: tide pools\nentity: soldering iron\n")
+    assert load_calibration(f"s3://{prefix}/calibration.json") == load_calibration("default")
+    assert read_inventory(f"s3://{prefix}/inventory.txt") == [("concept", "tide pools"), ("entity", "soldering iron")]
