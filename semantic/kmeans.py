@@ -34,10 +34,17 @@ def _kmeans(x: np.ndarray, k: int, niter: int, seed: int, nredo: int = 1) -> np.
 
     if k == 1 or len(x) <= k:
         return _normalize(x.mean(axis=0, keepdims=True)) if k == 1 else _normalize(x[:k].copy())
-    km = faiss.Kmeans(x.shape[1], k, niter=niter, seed=seed, spherical=True, nredo=nredo, min_points_per_centroid=1,
-                      max_points_per_centroid=256, verbose=False)
-    km.train(np.ascontiguousarray(x, np.float32))
-    return km.centroids.copy()
+    # faiss.Kmeans, unrolled: its train() reads the centroids through a SWIG std::vector<float> proxy,
+    # and once another SWIG module that wraps the same type is imported (PyMuPDF, the opt-in PDF
+    # backend) the proxy is that module's class and faiss's conversion asserts. The index the
+    # clustering leaves holds the same centroids.
+    d = x.shape[1]
+    cp = faiss.ClusteringParameters()
+    cp.niter, cp.seed, cp.spherical, cp.nredo, cp.verbose = niter, seed, True, nredo, False
+    cp.min_points_per_centroid, cp.max_points_per_centroid = 1, 256
+    index = faiss.IndexFlatIP(d)  # what faiss.Kmeans uses for spherical k-means
+    faiss.Clustering(d, k, cp).train(np.ascontiguousarray(x, np.float32), index)
+    return index.reconstruct_n(0, k).copy()
 
 
 def _normalize(x: np.ndarray) -> np.ndarray:
