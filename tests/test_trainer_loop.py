@@ -220,8 +220,8 @@ def test_evaluation_never_changes_training(data, tmp_path):
     train(plain, tmp_path / "plain", log=lambda m: None, report=False)
     train(evaluated, tmp_path / "eval", log=lambda m: None, report=False)
     assert len([r for r in read_metrics(tmp_path / "eval") if r["kind"] == "eval"]) == 4
-    a = torch.load(sorted((tmp_path / "plain" / "checkpoints").glob("*.pt"))[-1], weights_only=False)["model"]
-    b = torch.load(sorted((tmp_path / "eval" / "checkpoints").glob("*.pt"))[-1], weights_only=False)["model"]
+    a = torch.load(sorted((tmp_path / "plain" / "checkpoints").glob("*.pt"))[-1], weights_only=True)["model"]
+    b = torch.load(sorted((tmp_path / "eval" / "checkpoints").glob("*.pt"))[-1], weights_only=True)["model"]
     assert any(k.endswith("expert_bias") and v.abs().sum() > 0 for k, v in a.items())
     for key, value in a.items():
         assert torch.equal(value, b[key]), key
