@@ -67,8 +67,10 @@ def _init_worker(counter: Any, devices: list[str] | None, driver: int) -> None:
 
     die_with_parent()
     exit_with(driver)
-    # Ctrl-C is the driver's to handle: it cancels the pool; a worker only stops when told.
+    # Ctrl-C is the driver's to handle: it cancels the pool; a worker only stops when told. SIGINT
+    # came blocked from the forkserver (mp_context); ignoring it first drops one that is pending.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if devices:  # a GPU stage: take the next slot's devices (base.gpu_slots)
         with counter.get_lock():
             slot = counter.value
@@ -89,6 +91,32 @@ def pool_size(stage: Stage, options: EngineOptions, tasks: int) -> int:
     return n
 
 
+PRELOAD = ["pyarrow", "assay.pipeline.engines.base"]
+
+
+def mp_context(preload: Sequence[str] = ()) -> mp.context.BaseContext:
+    """The workers' start method (forkserver unless ASSAY_MP_START says otherwise), its server up.
+
+    Ctrl-C reaches the whole process group, the forkserver included, and the forkserver ignores
+    SIGINT only once its preload imports are done: a Ctrl-C during them printed a KeyboardInterrupt
+    traceback. So it starts with SIGINT blocked (inherited through exec; CPython does the same for
+    its resource tracker); a Ctrl-C meanwhile stays pending in the driver and lands when unblocked."""
+    ctx = mp.get_context(os.environ.get("ASSAY_MP_START", "forkserver"))
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver, resource_tracker
+
+        if preload:
+            ctx.set_forkserver_preload(list(preload))
+        # The tracker first: starting it unblocks SIGINT (its own version of this trick).
+        resource_tracker.ensure_running()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            forkserver.ensure_running()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return ctx
+
+
 class LocalEngine(Engine):
     name = "local"
 
@@ -96,9 +124,7 @@ class LocalEngine(Engine):
         super().__init__(options)
 
     def _pool(self, workers: int, stage: Stage) -> ProcessPoolExecutor:
-        ctx = mp.get_context(os.environ.get("ASSAY_MP_START", "forkserver"))
-        if ctx.get_start_method() == "forkserver":
-            ctx.set_forkserver_preload(["pyarrow", "assay.pipeline.engines.base"])
+        ctx = mp_context(PRELOAD)
         devices = gpu_slots(stage.resources.gpus, visible_devices()) if stage.resources.gpus else None
         return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                                    initargs=(ctx.Value("i", 0), devices, os.getpid()))
@@ -144,7 +170,7 @@ class LocalEngine(Engine):
         workers = min(self.options.worker_count(), len(items))
         if workers <= 1:
             return [fn(item) for item in items]
-        ctx = mp.get_context(os.environ.get("ASSAY_MP_START", "forkserver"))
+        ctx = mp_context()
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                                    initargs=(None, None, os.getpid()))
         try:
