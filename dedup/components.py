@@ -54,15 +54,46 @@ def star_edges(keys: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndar
     costs a million edges."""
     if len(keys) == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    # An unstable sort is 3x faster than a stable one or lexsort; the head is then taken as the
-    # smallest node of each run, so the edges do not depend on the order of ties.
-    order = np.argsort(keys)
-    k, nd = keys[order], nodes[order]
+    k, nd = _sorted_by_key(keys, nodes)
     new_run = np.concatenate([[True], k[1:] != k[:-1]])
     starts = np.flatnonzero(new_run)
     head = np.minimum.reduceat(nd, starts)[np.cumsum(new_run) - 1]
     member = nd != head
     return nd[member].astype(np.int64), head[member].astype(np.int64)
+
+
+_PARTITION_FROM = 1 << 20  # keys; below this one sort is as fast
+
+
+def _sorted_by_key(keys: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, nodes) in key order. An unstable sort is 3x faster than a stable one or lexsort; the
+    caller takes the smallest node of each run, so nothing depends on the order of ties.
+
+    Past a million keys, one argsort grew 19x for 10x the keys (cache misses over the whole array):
+    a radix pass on the top 8 bits first, then each part sorted on its own (a few hundred kB, in
+    cache), halves a band's time at 10M documents and gives the same order of keys."""
+    if len(keys) < _PARTITION_FROM or keys.dtype != np.uint64:
+        order = np.argsort(keys)
+        return keys[order], nodes[order]
+    top = (keys >> np.uint64(56)).astype(np.uint8)
+    order = np.argsort(top, kind="stable")  # a counting sort for 8-bit values
+    k, nd = keys[order], nodes[order]
+    bounds = np.searchsorted(top[order], np.arange(257))
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        if hi - lo > 1:
+            part = np.argsort(k[lo:hi])
+            k[lo:hi] = k[lo:hi][part]
+            nd[lo:hi] = nd[lo:hi][part]
+    return k, nd
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """np.unique of integers by sorting: NumPy 2's hash table misses cache past a few million
+    values (13M edge codes: 5.6 s against 0.9 s sorted)."""
+    s = np.sort(values)
+    if len(s) == 0:
+        return s
+    return s[np.concatenate([[True], s[1:] != s[:-1]])]
 
 
 KEEP_POLICIES = ("first", "longest", "quality")

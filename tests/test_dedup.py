@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from assay.dedup import hashing
-from assay.dedup.components import UnionFind, choose_keepers, star_edges
+from assay.dedup.components import UnionFind, choose_keepers, sorted_unique, star_edges
 from assay.dedup.evaluate import distinct_texts, plant, score
 from assay.dedup.exact import ExactDedup
 from assay.dedup.minhash import MinHasher, s_curve
@@ -229,6 +229,36 @@ def test_star_edges_and_keep_policies():
     assert choose_keepers(labels, length, score, "first").tolist() == [0, 1, 0, 0, 4, 1]
     assert choose_keepers(labels, length, score, "longest").tolist() == [2, 5, 2, 2, 4, 5]
     assert choose_keepers(labels, length, score, "quality").tolist() == [2, 5, 2, 2, 4, 5]
+
+
+def test_sorted_unique_is_np_unique():
+    rng = np.random.default_rng(5)
+    for values in (np.empty(0, np.int64), rng.integers(-50, 50, 1000), rng.integers(0, 2**62, 10_000)):
+        assert np.array_equal(sorted_unique(values), np.unique(values))
+        assert sorted_unique(values).dtype == values.dtype
+
+
+def test_star_edges_past_a_million_keys_match_one_sort():
+    """Past 2^20 keys star_edges sorts in 256 parts by the top byte; the edges must be those of
+    one whole sort: every repeated key's nodes joined to its smallest node, in key order."""
+    rng = np.random.default_rng(3)
+    n = (1 << 20) + 4321
+    keys = rng.integers(0, 2**63, n, dtype=np.int64).astype(np.uint64) * np.uint64(2)
+    copies = rng.random(n) < 0.1
+    keys[copies] = keys[rng.integers(0, n, int(copies.sum()))]
+    nodes = rng.permutation(n).astype(np.int64)
+    a, b = star_edges(keys, nodes)
+    order = np.argsort(keys, kind="stable")
+    k, nd = keys[order], nodes[order]
+    run = np.cumsum(np.concatenate([[True], k[1:] != k[:-1]])) - 1
+    head = np.full(run[-1] + 1, n, np.int64)
+    np.minimum.at(head, run, nd)
+    member = nd != head[run]
+    assert len(a) == int(member.sum()) > 50_000
+    assert sorted(zip(a.tolist(), b.tolist())) == sorted(zip(nd[member].tolist(), head[run][member].tolist()))
+    key_of = np.empty(n, np.uint64)
+    key_of[nodes] = keys
+    assert np.all(key_of[a][1:] >= key_of[a][:-1])  # still in key order
 
 
 # ---- stages on the local plan -------------------------------------------------------------------
