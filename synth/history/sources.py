@@ -93,12 +93,14 @@ def commit_url(repo: str, sha: str) -> str:
 def find_clone(clones: str | None, repo: str) -> str | None:
     if not clones or not repo:
         return None
+    from assay.pipeline import storage
+
     owner, _, name = repo.partition("/")
     for cand in (repo, f"{owner}__{name}", name):
         for suffix in ("", ".git"):
-            path = os.path.join(clones, cand + suffix)
-            if os.path.isdir(path):
-                return path
+            path = f"{clones.rstrip('/')}/{cand}{suffix}" if storage.is_url(clones) else os.path.join(clones, cand + suffix)
+            if storage.is_dir(path):
+                return path  # on a store: gitrepo.open_repo reads it from a local copy
     return None
 
 
@@ -106,8 +108,10 @@ def load_repo_meta(path: str | None) -> dict[str, dict]:
     """{repo: {"stars": n, ...}} from a JSON Lines file of {"repo": ..., "stars": ...} objects."""
     if not path:
         return {}
+    from assay.pipeline import storage
+
     out = {}
-    with open_binary(path) as fh:
+    with storage.local_copy(path) as local, open_binary(local) as fh:
         for line in fh:
             if line.strip():
                 item = json.loads(line)
@@ -162,14 +166,26 @@ class Commits(RecordSource):
         # A repository is a directory: expand globs only, never a directory's files.
         import glob
 
+        from assay.pipeline import storage
+
         found = []
         for pattern in self.params.paths:
-            pattern = os.path.expanduser(pattern)
-            for match in (sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]):
+            url = storage.is_url(pattern)
+            pattern = pattern if url else os.path.expanduser(pattern)
+            if not glob.has_magic(pattern):
+                matches = [pattern]
+            elif url:  # folders on a store matching the glob (a repository there is a prefix)
+                fs = storage.fs_of(storage.as_path(pattern))
+                matches = sorted(fs.unstrip_protocol(m) for m, info in fs.glob(storage.key(storage.as_path(pattern)),
+                                                                               detail=True).items()
+                                 if info.get("type") == "directory")
+            else:
+                matches = sorted(glob.glob(pattern))
+            for match in matches:
                 try:
                     found.append(gitrepo.git_dir(match))
                 except gitrepo.RepoError:
-                    found.append(os.path.abspath(match))  # rejected (not_a_repository) when run
+                    found.append(match if url else os.path.abspath(match))  # rejected (not_a_repository) when run
         return sorted(set(found))
 
     def input_identity(self) -> list:
