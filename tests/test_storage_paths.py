@@ -1,0 +1,221 @@
+"""Everywhere a path goes, a URL goes (issue #31), against the real S3 server (tests/s3server.py):
+`assay train` and `assay ablate` with OUT on S3 train exactly what they train on local disk and skip
+on a rerun; a killed run on S3 resumes from its checkpoint there; synth.commits reads git
+repositories on S3 into the rows it reads from local disk; the commands that take a file or folder
+(inspect, eval, mix inspect, tokenizer train, quality annotate/train) read and write URLs."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from assay.trainer.bytes import write_byte_dataset  # noqa: E402
+
+from test_storage_s3 import data_files, local_files, objects, upload  # noqa: E402
+
+WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing matches "
+         "and a sphinx of black quartz hears my vow").split()
+
+
+def _docs(n: int, source: str, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    return [{"doc_id": f"{source}-{seed}-{i}", "source": source, "meta": None,
+             "text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 60))) + "."} for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def tokens(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("tokens")
+    sets = {"clean": _docs(60, "web", 0), "mixed": _docs(40, "web", 5) + _docs(20, "code", 1), "eval": _docs(12, "web", 2)}
+    return {name: write_byte_dataset(docs, root / name, seq_len=65) for name, docs in sets.items()}
+
+
+@pytest.fixture
+def tokens_on_s3(s3, tokens) -> str:
+    url = f"s3://{s3.current_bucket}/tokens"
+    fs = s3.filesystem()
+    for name, path in tokens.items():
+        upload(fs, path, f"{url}/{name}")
+    return url
+
+
+def tiny_config(train: str, held: str, **over) -> dict:
+    raw = {"name": "tiny", "seed": 0, "tokens": 8 * 4 * 64, "threads": 1, "checkpoint_every": 3,
+           "model": {"d_model": 32, "n_layers": 1, "n_heads": 4, "n_kv_heads": 2},
+           "moe": {"num_experts": 2, "top_k": 1, "expert_hidden": 32, "n_shared": 1},
+           "data": {"train": str(train), "batch_size": 4}, "optim": {"lr": 3e-3},
+           "eval": {"sets": {"held": str(held)}}, "log": {"every": 1}}
+    raw.update(over)
+    return raw
+
+
+class Said:
+    """What one command printed, and its exit status."""
+
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.fixture
+def assay(capsys):
+    """`assay ARGS...` run in this process (the real command line: parsing, paths, `error:` lines),
+    without a second interpreter's start-up (torch's import alone takes seconds)."""
+    from assay.pipeline.cli import build_cli, run_cli
+
+    def run(*args: str) -> Said:
+        capsys.readouterr()
+        code = run_cli(build_cli(), list(args))
+        said = capsys.readouterr()
+        return Said(code, said.out, said.err)
+
+    return run
+
+
+def no_secrets(s3, *texts: bytes) -> None:
+    for data in texts:
+        assert s3.secret_key.encode() not in data and s3.access_key.encode() not in data
+
+
+def test_train_with_out_on_s3_trains_as_on_local_disk_and_reruns_as_a_skip(s3, tokens, tokens_on_s3, tmp_path,
+                                                                           monkeypatch, assay):
+    monkeypatch.chdir(tmp_path)  # where a URL folded into a local path (`s3:/bucket/...`) would land
+    fs = s3.filesystem()
+    (tmp_path / "local.json").write_text(json.dumps(tiny_config(tokens["clean"], tokens["eval"])))
+    (tmp_path / "s3.json").write_text(json.dumps(tiny_config(f"{tokens_on_s3}/clean", f"{tokens_on_s3}/eval")))
+    out = f"s3://{s3.current_bucket}/runs/tiny"
+    remote = assay("train", "s3.json", "--out", out)
+    assert remote.returncode == 0, remote.stdout + remote.stderr
+    local = assay("train", "local.json", "--out", "local-run")
+    assert local.returncode == 0, local.stderr
+    assert not (tmp_path / "s3:").exists()
+    stored = objects(fs, f"{s3.current_bucket}/runs/tiny")
+    ours, ref = json.loads(stored["summary.json"]), json.loads((tmp_path / "local-run" / "summary.json").read_text())
+    assert ours["final_loss"] == ref["final_loss"] and ours["eval"]["held"]["bpb"] == ref["eval"]["held"]["bpb"]
+    assert ours["steps"] == 8 and sorted(k for k in stored if k.startswith("checkpoints/")) == \
+        sorted(f"checkpoints/{p.name}" for p in (tmp_path / "local-run" / "checkpoints").iterdir())
+    losses = [json.loads(line).get("loss") for line in stored["metrics.jsonl"].splitlines()]
+    assert losses == [json.loads(line).get("loss") for line in (tmp_path / "local-run" / "metrics.jsonl").read_text().splitlines()]
+    assert "_manifest.json" in stored and "Assay training" in stored["report.html"].decode()
+    assert not [k for k in stored if ".tmp-" in k or k.endswith("_lease.json")]
+    again = assay("train", "s3.json", "--out", out)
+    assert again.returncode == 0 and "already complete" in again.stdout, again.stdout + again.stderr
+    assert objects(fs, f"{s3.current_bucket}/runs/tiny") == stored  # nothing rewritten
+    scored = assay("eval", out, "--data", f"held={tokens_on_s3}/eval", "--json", f"{out}-eval.json")
+    assert scored.returncode == 0, scored.stderr
+    assert json.loads(fs.cat_file(f"{s3.current_bucket}/runs/tiny-eval.json"))["held"]["bpb"] == ours["eval"]["held"]["bpb"]
+    refused = assay("train", f"{out}/config.json")
+    assert refused.returncode == 2 and refused.stderr.startswith("error: CONFIG s3://") and "copy it here" in refused.stderr
+    no_secrets(s3, remote.stdout.encode(), remote.stderr.encode(), again.stdout.encode(), *stored.values())
+
+
+def test_killed_run_on_s3_resumes_from_its_checkpoint_there(s3, tokens_on_s3, tmp_path):
+    """A run killed after its step-3 checkpoint reached S3 (steps 4-5 lost with the process) resumes
+    from that checkpoint and ends exactly as the uninterrupted run."""
+    from test_trainer_loop import killed_run
+
+    from assay.trainer.config import parse_train_config
+    from assay.trainer.train import read_metrics, train
+
+    cfg = parse_train_config(tiny_config(f"{tokens_on_s3}/clean", f"{tokens_on_s3}/eval"))
+    full = train(cfg, tmp_path / "full", log=lambda m: None, report=False)
+    run = f"s3://{s3.current_bucket}/runs/cut"
+    tr = killed_run(cfg, run)
+    with open(tr.metrics_path, "w") as metrics:
+        for _ in range(5):
+            rec = tr.step()
+            metrics.write(json.dumps({"kind": "train", "step": tr.state["step"], "loss": round(rec["loss"], 5)}) + "\n")
+            metrics.flush()
+            if tr.state["step"] == 3:
+                tr.save()
+    del tr
+    fs = s3.filesystem()
+    left = objects(fs, f"{s3.current_bucket}/runs/cut")
+    assert "checkpoints/step-00000003.pt" in left and "_manifest.json" not in left and "summary.json" not in left
+    said: list[str] = []
+    resumed = train(cfg, run, log=said.append, report=False)
+    assert any("resuming from step-00000003.pt" in m for m in said), said
+    assert resumed["final_loss"] == full["final_loss"] and resumed["eval"] == full["eval"]
+    assert [r["loss"] for r in read_metrics(run) if r["kind"] == "train"] == \
+        [r["loss"] for r in read_metrics(tmp_path / "full") if r["kind"] == "train"]
+    import io
+
+    a = torch.load(tmp_path / "full" / "checkpoints" / "step-00000008.pt", weights_only=True)["model"]
+    b = torch.load(io.BytesIO(fs.cat_file(f"{s3.current_bucket}/runs/cut/checkpoints/step-00000008.pt")),
+                   weights_only=True)["model"]
+    assert all(torch.equal(v, b[k]) for k, v in a.items())
+
+
+def test_ablate_with_out_on_s3_same_bpb_as_local_rerun_skips_foreign_prefix_refused(s3, tokens, tokens_on_s3, tmp_path,
+                                                                                     monkeypatch, assay):
+    monkeypatch.chdir(tmp_path)
+    fs = s3.filesystem()
+    (tmp_path / "tiny.json").write_text(json.dumps(tiny_config(tokens["clean"], tokens["eval"], checkpoint_every=0)))
+    specs = {}
+    for where, base in (("local", {k: str(v) for k, v in tokens.items()}),
+                        ("s3", {k: f"{tokens_on_s3}/{k}" for k in tokens})):
+        specs[where] = tmp_path / f"{where}.json"
+        specs[where].write_text(json.dumps({
+            "name": "abl", "config": "tiny.json", "arms": {"clean": base["clean"], "mixed": base["mixed"]},
+            "seeds": [0, 1], "eval": {"held": base["eval"]}, "dense_check": False, "workers": 1}))
+    out = f"s3://{s3.current_bucket}/ablate/abl"
+    remote = assay("ablate", str(specs["s3"]), "--out", out)
+    assert remote.returncode == 0, remote.stdout + remote.stderr
+    local = assay("ablate", str(specs["local"]), "--out", "local-abl")
+    assert local.returncode == 0, local.stderr
+    assert not (tmp_path / "s3:").exists()
+    stored = objects(fs, f"{s3.current_bucket}/ablate/abl")
+    ours, ref = json.loads(stored["ablation.json"]), json.loads((tmp_path / "local-abl" / "ablation.json").read_text())
+    assert {a: r["values"] for a, r in ours["arms"].items()} == {a: r["values"] for a, r in ref["arms"].items()}
+    assert ours["pairs"] == ref["pairs"]
+    for run in ("clean-s0", "clean-s1", "mixed-s0", "mixed-s1"):
+        assert f"runs/{run}/_manifest.json" in stored and f"runs/{run}/summary.json" in stored
+        assert [k for k in stored if k.startswith(f"runs/{run}/checkpoints/step-")]
+    assert {"bpb.png", "curves.png", "report.html", "_run.json"} <= set(stored)
+    assert "Ablation abl" in stored["report.html"].decode()
+    assert not [k for k in stored if ".tmp-" in k or k.endswith("_lease.json")]
+    again = assay("ablate", str(specs["s3"]), "--out", out)
+    assert again.returncode == 0, again.stderr
+    rerun = objects(fs, f"{s3.current_bucket}/ablate/abl/runs")
+    assert rerun == {k[len("runs/"):]: v for k, v in stored.items() if k.startswith("runs/")}  # every run skipped
+    # A prefix that is not Assay's is refused, its objects untouched.
+    fs.pipe_file(f"{s3.current_bucket}/theirs/notes.txt", b"keep")
+    refused = assay("ablate", str(specs["s3"]), "--out", f"s3://{s3.current_bucket}/theirs")
+    assert refused.returncode == 2 and "not an Assay run directory" in refused.stderr, refused.stderr
+    assert objects(fs, f"{s3.current_bucket}/theirs") == {"notes.txt": b"keep"}
+    no_secrets(s3, remote.stdout.encode(), remote.stderr.encode(), *stored.values())
+
+
+pytest.importorskip("pygit2")
+
+from test_synth_history_git import ONE, commit, history, write  # noqa: E402,F401  (history: a fixture)
+
+
+def test_synth_commits_reads_repositories_on_s3_into_the_same_rows(s3, history, tmp_path, monkeypatch):
+    """A working tree (with its .git) on S3: the same records and rejects as from local disk, output on
+    S3; a rerun skips; a commit pushed to the store is read on the next run."""
+    from assay.pipeline.runner import run_stage
+    from assay.synth.history.sources import Commits
+
+    monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "cache"))  # where the local copy of a repository goes
+    root, _ = history
+    fs = s3.filesystem()
+    repos = f"s3://{s3.current_bucket}/repos"
+    upload(fs, root, f"{repos}/project")
+    run_stage(Commits({"paths": [str(root)]}), [], tmp_path / "local", options=ONE)
+    out = f"s3://{s3.current_bucket}/commits"
+    first = run_stage(Commits({"paths": [f"{repos}/*"]}), [], out, options=ONE)
+    ours, ref = data_files(objects(fs, f"{s3.current_bucket}/commits")), data_files(local_files(tmp_path / "local"))
+    assert sorted(ours) == sorted(ref) and [k for k in ref if ours[k] != ref[k]] == []
+    assert first.manifest["counts"]["rows_out"] > 5 and first.manifest["counts"]["rejected"]
+    assert run_stage(Commits({"paths": [f"{repos}/*"]}), [], out, options=ONE).skipped
+    write(root, "src/pushed.py", "def pushed():\n    return 1\n")
+    commit(root, "Add pushed()")
+    upload(fs, root, f"{repos}/project")
+    third = run_stage(Commits({"paths": [f"{repos}/*"]}), [], out, options=ONE)
+    assert not third.skipped and third.manifest["counts"]["rows_out"] == first.manifest["counts"]["rows_out"] + 1
+    missing = run_stage(Commits({"paths": [f"{repos}/nothing-here"]}), [], out + "-missing", options=ONE)
+    assert list(missing.manifest["counts"]["rejected"]) == ["not_a_repository"]
