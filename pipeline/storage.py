@@ -340,6 +340,15 @@ def cached_tree(path, cache_root: Path | None = None) -> Path:
     return target
 
 
+def local_file(value) -> Path:
+    """What a loader that only takes local paths (fastText, libgit2, a model directory) needs: a local
+    path as it is; for a URL, its local copy (a file: cached_copy; a folder: cached_tree)."""
+    path = as_path(value)
+    if not is_remote(path):
+        return path
+    return cached_copy(path) if is_file(path) else cached_tree(path)
+
+
 # ---- writing ------------------------------------------------------------------------------------
 
 def makedirs(path) -> None:
