@@ -219,3 +219,50 @@ def test_synth_commits_reads_repositories_on_s3_into_the_same_rows(s3, history, 
     assert not third.skipped and third.manifest["counts"]["rows_out"] == first.manifest["counts"]["rows_out"] + 1
     missing = run_stage(Commits({"paths": [f"{repos}/nothing-here"]}), [], out + "-missing", options=ONE)
     assert list(missing.manifest["counts"]["rejected"]) == ["not_a_repository"]
+
+
+def test_commands_that_take_files_and_folders_take_urls(s3, tmp_path, monkeypatch, assay):
+    """Each command's file and folder arguments on S3 give what the same local ones give; where a
+    URL cannot work, or names nothing, one `error:` line naming the URL as given."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "cache"))
+    fs = s3.filesystem()
+    url = f"s3://{s3.current_bucket}"
+    rng = random.Random(0)
+    with open("docs.jsonl", "w") as fh:
+        for i in range(60):
+            fh.write(json.dumps({"text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 80))) + ".",
+                                 "url": f"https://example.org/{i}"}) + "\n")
+    for out in (f"{url}/docs", "docs"):
+        assert assay("read", "jsonl", "docs.jsonl", out, "--workers", "1").returncode == 0
+    shown = assay("inspect", f"{url}/docs", "-n", "1")
+    assert shown.returncode == 0 and "rows: 60 in, 60 out" in shown.stdout, shown.stdout + shown.stderr
+    # Files a command writes, from a dataset on S3 to S3, as from local disk to local disk.
+    for args in (("tokenizer", "train", "{}docs", "--out", "{}tok.json", "--vocab-size", "300"),
+                 ("quality", "annotate", "{}docs", "{}grades.jsonl", "--sample", "40")):
+        for prefix in (f"{url}/", ""):
+            said = assay(*(a.format(prefix) for a in args))
+            assert said.returncode == 0, said.stderr
+        assert fs.cat_file(f"{s3.current_bucket}/{args[-3 if args[0] == 'tokenizer' else 3].format('')}") == \
+            Path(args[-3 if args[0] == "tokenizer" else 3].format("")).read_bytes()
+    again = assay("tokenizer", "train", f"{url}/docs", "--out", f"{url}/tok.json")
+    assert again.returncode == 2 and f"--out {url}/tok.json: exists" in again.stderr
+    # A model trained from a file on S3 into S3 scores from there as its local copy does.
+    trained = assay("quality", "train", f"{url}/edu.ftz", "--labelled", f"{url}/grades.jsonl", "--epoch", "2")
+    assert trained.returncode == 0, trained.stderr
+    fs.get_file(f"{s3.current_bucket}/edu.ftz", "edu.ftz")
+    for model, out in ((f"{url}/edu.ftz", f"{url}/scored"), ("edu.ftz", "scored")):
+        said = assay("quality", "fasttext", f"{url}/docs", out, "--model", model, "--name", "edu", "--workers", "1")
+        assert said.returncode == 0, said.stderr
+    assert data_files(objects(fs, f"{s3.current_bucket}/scored")) == data_files(local_files(tmp_path / "scored"))
+    # Refusals and misses: one line, the URL as given (a click.Path folded `s3://` into `s3:/`).
+    for args, message in ((("inspect", f"{url}/nothing"), f"{url}/nothing: no such dataset directory"),
+                          (("mix", "inspect", f"{url}/docs"), f"{url}/docs: a read.jsonl dataset, not a built mixture"),
+                          (("report", f"{url}/docs"), f"{url}/docs: no completed stages"),
+                          (("quality", "fasttext", f"{url}/docs", f"{url}/x", "--model", f"{url}/none.ftz"),
+                           f"model '{url}/none.ftz' not found"),
+                          (("quality", "build-models", "--out", f"{url}/models"), f"--out {url}/models: build-models")):
+        said = assay(*args)
+        assert said.returncode == 2 and said.stderr.startswith("error: ") and message in said.stderr, said.stderr
+        assert len(said.stderr.strip().splitlines()) == 1, said.stderr
+    assert not (tmp_path / "s3:").exists()
