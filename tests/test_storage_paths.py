@@ -266,3 +266,20 @@ def test_commands_that_take_files_and_folders_take_urls(s3, tmp_path, monkeypatc
         assert said.returncode == 2 and said.stderr.startswith("error: ") and message in said.stderr, said.stderr
         assert len(said.stderr.strip().splitlines()) == 1, said.stderr
     assert not (tmp_path / "s3:").exists()
+
+
+def test_synth_prs_reads_event_files_on_s3_into_the_same_rows(s3, tmp_path):
+    """GHArchive event files on S3: the same pull requests and rejects (bad JSON, malformed events,
+    named by the file's place below the inputs' folder) as from local disk."""
+    from assay.pipeline.runner import run_stage
+    from assay.synth.history.sources import PullRequests
+
+    events = Path(__file__).parent / "fixtures" / "history" / "gharchive-events.json"
+    fs = s3.filesystem()
+    fs.put_file(str(events), f"{s3.current_bucket}/in/history/{events.name}")
+    run_stage(PullRequests({"paths": [str(events)]}), [], tmp_path / "local", options=ONE)
+    run_stage(PullRequests({"paths": [f"s3://{s3.current_bucket}/in/history/{events.name}"]}), [],
+              f"s3://{s3.current_bucket}/prs", options=ONE)
+    ours, ref = data_files(objects(fs, f"{s3.current_bucket}/prs")), data_files(local_files(tmp_path / "local"))
+    assert "_rejects/part-00000.parquet" in ref and sorted(ours) == sorted(ref)
+    assert [k for k in ref if ours[k] != ref[k]] == []

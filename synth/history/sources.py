@@ -309,19 +309,22 @@ class PullRequests(RecordSource):
         part, nparts = task.get("partition")
         rows = Rows(self.params.source or "gharchive", record_schema())
         join = EventJoin()
+        from assay.pipeline import storage
+
         for path in task.inputs:
             if part == 0:
                 try:
-                    counts.bytes_in += os.path.getsize(path)
+                    counts.bytes_in += storage.size(path)
                 except OSError:
                     pass
             lineno = 0
+            name = self.name_of(path)  # below the inputs' folder: the same rows on local disk or a store
             try:
-                with open_binary(path) as fh:
+                with storage.local_copy(path) as local, open_binary(local) as fh:
                     for lineno, raw in enumerate(fh, start=1):
                         if not raw.strip():
                             continue
-                        where = f"{path}:{lineno}"
+                        where = f"{name}:{lineno}"
                         try:
                             event = json.loads(raw)
                         except ValueError as exc:
@@ -340,7 +343,7 @@ class PullRequests(RecordSource):
                         self.stats.count("events.joined" if joined else "events.other_type")
             except STREAM_ERRORS as exc:
                 if part == 0:
-                    rows.reject("corrupt_file", f"{type(exc).__name__}: {exc} after line {lineno}", path)
+                    rows.reject("corrupt_file", f"{type(exc).__name__}: {exc} after line {lineno}", name)
         self._emit(join, rows)
         table = rows.take()
         counts.rows_in += table.num_rows
