@@ -24,7 +24,7 @@ def _options(workers, spark_master, ray_address) -> dict | None:
 
 
 @click.command("plan")
-@click.argument("mixture", type=click.Path(path_type=Path))
+@click.argument("mixture")  # a local file (its paths are relative to it)
 @click.option("--out", "-o", default=None,  # a folder or a URL: a click.Path would fold `//`
               help="The mixture directory (or URL) `mix build` will write: the tokenized sources are kept there and the "
                    "build reuses them (default: the mixture's `workdir:` if it names one, else a temporary folder)")
@@ -60,7 +60,7 @@ def plan_cmd(mixture, out, engine, workers, spark_master, ray_address):
 
 
 @click.command("build")
-@click.argument("mixture", type=click.Path(path_type=Path))
+@click.argument("mixture")  # a local file (its paths are relative to it)
 @click.argument("out")  # a folder or a URL (s3://bucket/mix): a click.Path would fold `//`
 @_engine_opts
 @click.option("--report/--no-report", default=True, help="Write OUT/report.html")

@@ -56,7 +56,7 @@ def _engine_options(workers: int, spark_master: Optional[str], ray_address: Opti
 
 @app.command()
 def run(
-    recipe: Path = typer.Argument(..., help="Pipeline recipe (YAML)"),
+    recipe: str = typer.Argument(..., help="Pipeline recipe (YAML, a local file)"),
     engine: Optional[str] = typer.Option(None, "--engine", "-e", help="local, spark or ray (overrides the recipe)"),
     workdir: Optional[str] = typer.Option(None, "--workdir", "-w", help="Where stage outputs go (a folder, or a URL such as s3://bucket/runs/x); default: the recipe's `workdir:` (relative to the recipe file), else runs/<name> (relative to here)"),
     start: Optional[str] = typer.Option(None, "--from", help="Re-run this stage and everything downstream of it"),
@@ -103,7 +103,7 @@ def run(
 
 
 @app.command()
-def validate(recipe: Path = typer.Argument(..., help="Pipeline recipe (YAML)")) -> None:
+def validate(recipe: str = typer.Argument(..., help="Pipeline recipe (YAML, a local file)")) -> None:
     """Check a recipe (keys, stage names, params, inputs, cycles) without running it.
 
     \b

@@ -349,6 +349,18 @@ def local_file(value) -> Path:
     return cached_copy(path) if is_file(path) else cached_tree(path)
 
 
+def config_file(value, what: str) -> Path:
+    """A recipe, mixture, train config or ablation spec: read from local disk, since the relative paths
+    inside it are relative to it. A URL is refused in one line that says what to do instead."""
+    if is_url(value):
+        from .errors import UserError
+
+        raise UserError(f"{what} {value}: read from local disk (the relative paths inside it are relative to "
+                        "it); copy it here first (e.g. `aws s3 cp URL .`); the paths inside it and the outputs "
+                        "may be URLs")
+    return Path(value)
+
+
 # ---- writing ------------------------------------------------------------------------------------
 
 def makedirs(path) -> None:

@@ -223,7 +223,8 @@ def test_synth_commits_reads_repositories_on_s3_into_the_same_rows(s3, history, 
 
 def test_commands_that_take_files_and_folders_take_urls(s3, tmp_path, monkeypatch, assay):
     """Each command's file and folder arguments on S3 give what the same local ones give; where a
-    URL cannot work, or names nothing, one `error:` line naming the URL as given."""
+    URL cannot work (a recipe, whose relative paths are relative to it), or names nothing, one `error:`
+    line naming the URL as given."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "cache"))
     fs = s3.filesystem()
@@ -261,7 +262,9 @@ def test_commands_that_take_files_and_folders_take_urls(s3, tmp_path, monkeypatc
                           (("report", f"{url}/docs"), f"{url}/docs: no completed stages"),
                           (("quality", "fasttext", f"{url}/docs", f"{url}/x", "--model", f"{url}/none.ftz"),
                            f"model '{url}/none.ftz' not found"),
-                          (("quality", "build-models", "--out", f"{url}/models"), f"--out {url}/models: build-models")):
+                          (("quality", "build-models", "--out", f"{url}/models"), f"--out {url}/models: build-models"),
+                          (("run", f"{url}/demo.yaml"), f"recipe {url}/demo.yaml: read from local disk"),
+                          (("mix", "build", f"{url}/mix.yaml", f"{url}/mix"), f"mixture {url}/mix.yaml: read from local disk")):
         said = assay(*args)
         assert said.returncode == 2 and said.stderr.startswith("error: ") and message in said.stderr, said.stderr
         assert len(said.stderr.strip().splitlines()) == 1, said.stderr

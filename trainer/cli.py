@@ -9,16 +9,6 @@ import click
 from assay.pipeline import storage
 
 
-def local_file(path: str, what: str) -> Path:
-    """A config or spec is read from local disk: the relative paths inside it are relative to it."""
-    if storage.is_url(path):
-        from assay.pipeline.errors import UserError
-
-        raise UserError(f"{what} {path}: a config is read from local disk (paths inside it are relative to it); "
-                        "copy it here first (e.g. `aws s3 cp URL .`); the data paths in it and --out may be URLs")
-    return Path(path)
-
-
 @click.command("train")
 @click.argument("config")
 @click.option("--out", "-o", default=None,  # a folder or a URL: a click.Path would fold s3:// to s3:/
@@ -35,7 +25,7 @@ def train_command(config: str, out: str | None, force: bool) -> None:
     from .config import load_train_config
     from .train import train
 
-    cfg = load_train_config(local_file(config, "CONFIG"))
+    cfg = load_train_config(storage.config_file(config, "CONFIG"))
     out = storage.as_path(out) if out else Path("runs") / "train" / cfg.name
     summary = train(cfg, out, log=click.echo, force=force)
     for name, ev in (summary.get("eval") or {}).items():
@@ -93,7 +83,7 @@ def ablate_command(spec: str, out: str | None, force: bool, workers: int | None)
     from .ablate import run_ablation
     from .config import load_ablation_spec
 
-    parsed, raw = load_ablation_spec(local_file(spec, "SPEC"))
+    parsed, raw = load_ablation_spec(storage.config_file(spec, "SPEC"))
     if workers:
         parsed.workers = workers
     out = storage.as_path(out) if out else Path("runs") / "ablate" / parsed.name
