@@ -311,3 +311,27 @@ def test_decontam_item_vectors_cached_on_s3_and_an_embedding_model_read_from_s3(
     local.encode = None  # a second host: the vectors come from the store, not the model
     second = SemanticMatcher(local, texts, 0.9, 64, cache)
     assert first.index.ntotal == second.index.ntotal == len(texts)
+
+
+def test_demo_code_history_stages_with_the_repository_on_s3(s3, tmp_path, assay):
+    """The demo's code-history branch (synth.commits over the bundled bare repository, the SWE-bench
+    leakage guard, PR-Dialogue templates) with the repository and the outputs on S3: the bytes of the
+    local-disk run."""
+    from assay.pipeline.recipe import load_recipe
+    from assay.pipeline.runner import run_recipe
+
+    from conftest import DEMO_RECIPE, LOCAL_OPTIONS, SAMPLE
+    from test_storage_s3 import INPUT_FOLDERS, s3_recipe
+
+    fs = s3.filesystem()
+    sample = f"s3://{s3.current_bucket}/sample"
+    for folder in INPUT_FOLDERS:  # every source's files: the recipe is checked whole before it runs
+        upload(fs, SAMPLE / folder, f"{sample}/{folder}")
+    run_recipe(load_recipe(DEMO_RECIPE), workdir=tmp_path / "local", engine="local", options=LOCAL_OPTIONS,
+               until="pr_dialogue", log=lambda *_: None)
+    said = assay("run", str(s3_recipe(tmp_path, sample)), "--workdir", f"s3://{s3.current_bucket}/demo",
+                 "--until", "pr_dialogue", "--no-report", "--workers", "1")
+    assert said.returncode == 0, said.stdout + said.stderr
+    ours, ref = data_files(objects(fs, f"{s3.current_bucket}/demo")), data_files(local_files(tmp_path / "local"))
+    assert {k.split("/", 1)[0] for k in ref} == {"history", "history_guarded", "pr_dialogue"}
+    assert sorted(ours) == sorted(ref) and [k for k in ref if ours[k] != ref[k]] == []
