@@ -335,3 +335,31 @@ def test_demo_code_history_stages_with_the_repository_on_s3(s3, tmp_path, assay)
     ours, ref = data_files(objects(fs, f"{s3.current_bucket}/demo")), data_files(local_files(tmp_path / "local"))
     assert {k.split("/", 1)[0] for k in ref} == {"history", "history_guarded", "pr_dialogue"}
     assert sorted(ours) == sorted(ref) and [k for k in ref if ours[k] != ref[k]] == []
+
+
+def test_mix_plan_keeps_tokenized_sources_on_s3_and_inspect_reads_the_build_there(s3, tmp_path, assay):
+    """`mix plan --out URL` keeps the tokenized sources on S3, `mix build` reuses them there, and
+    `mix inspect URL` shows the built stages."""
+    import yaml
+
+    from assay.mixer.tokenizer import train_bpe
+
+    from mixer_corpus import documents, mixture_data, write_corpus
+
+    docs = documents()
+    train_bpe([d["text"] for d in docs], 600).save(str(tmp_path / "tokenizer.json"))
+    write_corpus(f"s3://{s3.current_bucket}/docs", docs)
+    data = json.loads(json.dumps(mixture_data(f"s3://{s3.current_bucket}/docs", tmp_path / "tokenizer.json"), default=str))
+    (tmp_path / "mix.yaml").write_text(yaml.safe_dump(data))
+    out = f"s3://{s3.current_bucket}/mix"
+    planned = assay("mix", "plan", str(tmp_path / "mix.yaml"), "--out", out, "--workers", "1")
+    assert planned.returncode == 0 and f"tokenized sources in {out}" in planned.stdout, planned.stdout + planned.stderr
+    fs = s3.filesystem()
+    tokenized = {k: v for k, v in objects(fs, f"{s3.current_bucket}/mix").items() if k.endswith("_manifest.json")}
+    assert tokenized
+    built = assay("mix", "build", str(tmp_path / "mix.yaml"), out, "--workers", "1", "--no-report")
+    assert built.returncode == 0, built.stderr
+    after = objects(fs, f"{s3.current_bucket}/mix")
+    assert {k: after[k] for k in tokenized} == tokenized  # the plan's tokenization reused, not redone
+    shown = assay("mix", "inspect", out, "-n", "1")
+    assert shown.returncode == 0 and "packing waste" in shown.stdout, shown.stdout + shown.stderr
