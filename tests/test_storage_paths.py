@@ -288,6 +288,29 @@ def test_synth_prs_reads_event_files_on_s3_into_the_same_rows(s3, tmp_path):
     assert [k for k in ref if ours[k] != ref[k]] == []
 
 
+def test_synth_prs_reads_the_change_from_a_clone_on_s3(s3, tmp_path, monkeypatch):
+    """`clones` on S3: a pull request's change comes from the clone's git directory there (its local
+    copy), verified, as from the local clone."""
+    from assay.pipeline.dataset import Dataset
+    from assay.pipeline.runner import run_stage
+    from assay.synth.history.sources import PullRequests
+
+    from test_synth_history_sources import widgets_clone
+
+    monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "cache"))
+    base, _, merge = widgets_clone(tmp_path)
+    fs = s3.filesystem()
+    upload(fs, tmp_path / "clones", f"s3://{s3.current_bucket}/clones")
+    for clones, out in ((str(tmp_path / "clones"), tmp_path / "local"), (f"s3://{s3.current_bucket}/clones", tmp_path / "s3")):
+        run_stage(PullRequests({"paths": [str(tmp_path / "events.json")], "clones": clones}), [], out, options=ONE)
+    local, remote = (Dataset(tmp_path / where).read().to_pylist() for where in ("local", "s3"))
+    pr = next(r for r in remote if r["pr_number"] == 11)
+    assert (pr["commit"], pr["base_commit"]) == (merge, base) and "return 0" in pr["files"][0]["after"]
+    assert remote == local
+    copies = list((tmp_path / "cache" / "remote-trees").glob("*/*"))
+    assert [p.name for p in copies] == [".git"]  # the clone's git directory alone, not its working tree
+
+
 @pytest.mark.slow  # loading the embedding model takes ~10 s here
 def test_decontam_item_vectors_cached_on_s3_and_an_embedding_model_read_from_s3(s3, tmp_path, monkeypatch):
     """semantic.decontam's item-vector cache may be a URL (hosts without a shared disk share it there);

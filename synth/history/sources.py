@@ -98,9 +98,15 @@ def find_clone(clones: str | None, repo: str) -> str | None:
     owner, _, name = repo.partition("/")
     for cand in (repo, f"{owner}__{name}", name):
         for suffix in ("", ".git"):
-            path = f"{clones.rstrip('/')}/{cand}{suffix}" if storage.is_url(clones) else os.path.join(clones, cand + suffix)
-            if storage.is_dir(path):
-                return path  # on a store: gitrepo.open_repo reads it from a local copy
+            if not storage.is_url(clones):
+                path = os.path.join(clones, cand + suffix)
+                if os.path.isdir(path):
+                    return path
+                continue
+            try:  # on a store: its git directory alone (gitrepo.open_repo reads a local copy of it)
+                return gitrepo.git_dir(f"{clones.rstrip('/')}/{cand}{suffix}")
+            except gitrepo.RepoError:
+                continue
     return None
 
 
