@@ -360,10 +360,12 @@ def test_demo_code_history_stages_with_the_repository_on_s3(s3, tmp_path, assay)
     assert sorted(ours) == sorted(ref) and [k for k in ref if ours[k] != ref[k]] == []
 
 
-def test_mix_plan_keeps_tokenized_sources_on_s3_and_inspect_reads_the_build_there(s3, tmp_path, assay):
+def test_mix_plan_keeps_tokenized_sources_on_s3_and_inspect_reads_the_build_there(s3, tmp_path, monkeypatch, assay):
     """`mix plan --out URL` keeps the tokenized sources on S3, `mix build` reuses them there, and
     `mix inspect URL` shows the built stages."""
     import yaml
+
+    monkeypatch.chdir(tmp_path)  # where a URL folded into a local path (`s3:/bucket/...`) would land
 
     from assay.mixer.tokenizer import train_bpe
 
@@ -386,3 +388,4 @@ def test_mix_plan_keeps_tokenized_sources_on_s3_and_inspect_reads_the_build_ther
     assert {k: after[k] for k in tokenized} == tokenized  # the plan's tokenization reused, not redone
     shown = assay("mix", "inspect", out, "-n", "1")
     assert shown.returncode == 0 and "packing waste" in shown.stdout, shown.stdout + shown.stderr
+    assert not (tmp_path / "s3:").exists()
