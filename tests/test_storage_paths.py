@@ -6,7 +6,10 @@ repositories on S3 into the rows it reads from local disk; the commands that tak
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -389,3 +392,64 @@ def test_mix_plan_keeps_tokenized_sources_on_s3_and_inspect_reads_the_build_ther
     shown = assay("mix", "inspect", out, "-n", "1")
     assert shown.returncode == 0 and "packing waste" in shown.stdout, shown.stdout + shown.stderr
     assert not (tmp_path / "s3:").exists()
+
+
+def test_synth_kg_reads_its_triples_from_s3(s3, tmp_path, assay):
+    """`synth kg --triples URL` (the option checked local files only: click said the URL did not
+    exist) gives the bundled graph's questions as the local file does."""
+    from assay.synth.generators.kg import BUNDLED
+
+    fs = s3.filesystem()
+    fs.put_file(str(BUNDLED), f"{s3.current_bucket}/kg/triples.tsv")
+    for triples, out in ((f"s3://{s3.current_bucket}/kg/triples.tsv", f"s3://{s3.current_bucket}/qa"),
+                         (str(BUNDLED), str(tmp_path / "qa"))):
+        said = assay("synth", "kg", out, "--triples", triples, "--workers", "1")
+        assert said.returncode == 0, said.stderr
+    ours, ref = data_files(objects(fs, f"{s3.current_bucket}/qa")), data_files(local_files(tmp_path / "qa"))
+    assert ref and ours == ref
+    missing = assay("synth", "kg", str(tmp_path / "none"), "--triples", str(tmp_path / "none.tsv"))
+    assert missing.returncode == 2 and "none.tsv': no such file" in missing.stderr
+
+
+def test_rewrite_with_its_template_records_request_cache_and_output_on_s3(s3, tmp_path):
+    """An LLM stage with everything on S3 (records, template, request cache, output) writes the local
+    run's rows; a second run into a new output, as on another host (its own local mirror of the
+    cache), is answered from the cache on S3 (no request)."""
+    from assay.pipeline.dataset import write_table
+    from assay.pipeline.runner import run_stage
+    from assay.pipeline.schema import make_docs
+    from assay.synth.llm.scripted import ScriptedServer
+    from assay.synth.rewrite import Rewrite
+    from assay.synth.templates import BUNDLED
+
+    from test_synth_loop import PR, _reply
+
+    fs = s3.filesystem()
+    url = f"s3://{s3.current_bucket}"
+    fs.put_file(str(BUNDLED / "reasoning.yaml"), f"{s3.current_bucket}/templates/reasoning.yaml")
+    docs = make_docs([{"text": PR["problem"], "source": "prs", "content_type": "pr", "meta": PR}])
+    places = {"s3": (write_table(docs, f"{url}/prs"), f"{url}/templates/reasoning.yaml", f"{url}/cache", f"{url}/out"),
+              "local": (write_table(docs, tmp_path / "prs"), str(BUNDLED / "reasoning.yaml"), str(tmp_path / "cache"),
+                        str(tmp_path / "out"))}
+    with ScriptedServer(_reply) as server:
+        for records, template, cache, out in places.values():
+            stage = Rewrite({"url": server.url, "template": template, "candidates": 8, "keep": 1, "cache_dir": cache,
+                             "model": "scripted"})
+            run_stage(stage, [records], out, options={"workers": 1})
+        asked = len(server.requests)
+        records, template, cache, _ = places["s3"]
+        again = subprocess.run([sys.executable, "-c", (  # another process, with its own local mirror of the cache
+            "import sys; from assay.pipeline.runner import run_stage; from assay.synth.rewrite import Rewrite\n"
+            "url, template, cache, records, out = sys.argv[1:]\n"
+            "stage = Rewrite({'url': url, 'template': template, 'candidates': 8, 'keep': 1, 'cache_dir': cache,"
+            " 'model': 'scripted'})\n"
+            "run_stage(stage, [records], out, options={'workers': 1})\n"),
+            server.url, template, cache, str(records), f"{url}/out-again"],
+            capture_output=True, text=True, env=dict(os.environ, ASSAY_CACHE=str(tmp_path / "another-host")))
+        assert again.returncode == 0, again.stderr
+        assert asked == 16 and len(server.requests) == asked  # every answer from the cache on S3
+    ours, ref = data_files(objects(fs, f"{s3.current_bucket}/out")), data_files(local_files(tmp_path / "out"))
+    assert ref and ours == ref
+    assert data_files(objects(fs, f"{s3.current_bucket}/out-again")) == ref
+    assert fs.find(f"{s3.current_bucket}/cache")
+    assert not [k for k in fs.find(s3.current_bucket) if s3.secret_key.encode() in fs.cat_file(k)]
