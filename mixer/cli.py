@@ -5,6 +5,8 @@ from pathlib import Path
 
 import click
 
+from assay.pipeline import storage
+
 ENGINES = click.Choice(["local", "spark", "ray"])
 
 
@@ -22,9 +24,9 @@ def _options(workers, spark_master, ray_address) -> dict | None:
 
 
 @click.command("plan")
-@click.argument("mixture", type=click.Path(path_type=Path))
-@click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
-              help="The mixture directory `mix build` will write: the tokenized sources are kept there and the "
+@click.argument("mixture")  # a local file (its paths are relative to it)
+@click.option("--out", "-o", default=None,  # a folder or a URL: a click.Path would fold `//`
+              help="The mixture directory (or URL) `mix build` will write: the tokenized sources are kept there and the "
                    "build reuses them (default: the mixture's `workdir:` if it names one, else a temporary folder)")
 @_engine_opts
 def plan_cmd(mixture, out, engine, workers, spark_master, ray_address):
@@ -46,7 +48,7 @@ def plan_cmd(mixture, out, engine, workers, spark_master, ray_address):
 
     mix = load_mixture(mixture)
     with tempfile.TemporaryDirectory(prefix="assay-plan-") as scratch:  # no folder left that no build reads
-        where = out or (Path(mix.workdir) if mix.workdir else Path(scratch))
+        where = storage.as_path(out) if out else (Path(mix.workdir) if mix.workdir else Path(scratch))
         slots, _ = plan(mix, where, engine, _options(workers, spark_master, ray_address), log=click.echo)
     kept = f"tokenized sources in {where}" if where != Path(scratch) else "tokenized sources not kept: --out OUT keeps them for `mix build`"
     table = Table(*PLAN_HEADERS, title=f"{mix.name}: plan ({kept})")
@@ -58,7 +60,7 @@ def plan_cmd(mixture, out, engine, workers, spark_master, ray_address):
 
 
 @click.command("build")
-@click.argument("mixture", type=click.Path(path_type=Path))
+@click.argument("mixture")  # a local file (its paths are relative to it)
 @click.argument("out")  # a folder or a URL (s3://bucket/mix): a click.Path would fold `//`
 @_engine_opts
 @click.option("--report/--no-report", default=True, help="Write OUT/report.html")
@@ -82,7 +84,7 @@ def build_cmd(mixture, out, engine, workers, spark_master, ray_address, report):
 
 
 @click.command("inspect")
-@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("out")  # a folder or a URL
 @click.option("--stage", default=None, help="Only this stage")
 @click.option("--rows", "-n", type=int, default=2, help="Rows to decode per stage")
 def inspect_cmd(out, stage, rows):
@@ -100,8 +102,8 @@ def inspect_cmd(out, stage, rows):
 
 
 @click.command("train")
-@click.argument("datasets", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", "-o", type=click.Path(path_type=Path), required=True, help="tokenizer.json to write")
+@click.argument("datasets", nargs=-1, required=True)  # folders or URLs
+@click.option("--out", "-o", required=True, help="tokenizer.json to write (a file or a URL)")
 @click.option("--vocab-size", type=int, default=8192, show_default=True)
 @click.option("--sample-docs", type=int, default=20_000, show_default=True, help="Documents sampled by id hash")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -118,12 +120,13 @@ def train_cmd(datasets, out, vocab_size, sample_docs, seed, force):
 
     from .tokenizer import sample_texts, train_bpe
 
+    out = storage.as_path(out)
     for path in datasets:
         if not Dataset(path).complete:
             raise UserError(f"{path}: not a complete dataset (no _manifest.json)")
-    if out.is_dir():
+    if storage.is_dir(out):
         raise UserError(f"--out {out}: is a directory; give a file name such as tokenizer.json")
-    if out.exists() and not force:
+    if storage.exists(out) and not force:
         raise UserError(f"--out {out}: exists; refusing to overwrite it (add --force to replace it)")
     texts = sample_texts(list(datasets), sample_docs, seed)
     tok = train_bpe(texts, vocab_size)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from assay.pipeline.dataset import read_json
+from assay.pipeline import storage
+from assay.pipeline.dataset import read_json, read_json_safe
 from assay.pipeline.errors import UserError
 from assay.pipeline.tokens import LOSS, META, PAD, TokenDataset
 
@@ -18,9 +19,12 @@ from .tokenizer import Vocab
 
 
 def stage_dirs(out: Path) -> list[Path]:
-    """The packed stages under a mixture directory (or OUT itself when it is one)."""
-    out = Path(out)
-    if (out / "_manifest.json").exists():
+    """The packed stages under a mixture directory (or OUT itself when it is one); a folder or a URL."""
+    out = storage.as_path(out)
+    manifest = read_json_safe(out / "_manifest.json")
+    if manifest is not None:
+        if manifest.get("stage") != "mix.pack":
+            raise UserError(f"{out}: a {manifest.get('stage')} dataset, not a built mixture stage (mix.pack)")
         return [out]
     run = read_json(out / "_run.json") or {}
     dirs = [out / name for name in run.get("order", [])]

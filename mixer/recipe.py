@@ -197,7 +197,9 @@ def _resolved(value: str, base: Path | None):
 # ---- loading with one-line errors ----------------------------------------------------------------
 
 def load_mixture(path: str | os.PathLike) -> Mixture:
-    path = Path(path)
+    from assay.pipeline.storage import config_file
+
+    path = config_file(path, "mixture")
     try:
         text = path.read_text()
     except OSError as exc:

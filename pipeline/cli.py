@@ -56,7 +56,7 @@ def _engine_options(workers: int, spark_master: Optional[str], ray_address: Opti
 
 @app.command()
 def run(
-    recipe: Path = typer.Argument(..., help="Pipeline recipe (YAML)"),
+    recipe: str = typer.Argument(..., help="Pipeline recipe (YAML, a local file)"),
     engine: Optional[str] = typer.Option(None, "--engine", "-e", help="local, spark or ray (overrides the recipe)"),
     workdir: Optional[str] = typer.Option(None, "--workdir", "-w", help="Where stage outputs go (a folder, or a URL such as s3://bucket/runs/x); default: the recipe's `workdir:` (relative to the recipe file), else runs/<name> (relative to here)"),
     start: Optional[str] = typer.Option(None, "--from", help="Re-run this stage and everything downstream of it"),
@@ -103,7 +103,7 @@ def run(
 
 
 @app.command()
-def validate(recipe: Path = typer.Argument(..., help="Pipeline recipe (YAML)")) -> None:
+def validate(recipe: str = typer.Argument(..., help="Pipeline recipe (YAML, a local file)")) -> None:
     """Check a recipe (keys, stage names, params, inputs, cycles) without running it.
 
     \b
@@ -177,7 +177,7 @@ def stages(name: Optional[str] = typer.Argument(None, help="Show one stage in fu
 
 @app.command()
 def inspect(
-    dataset: Path = typer.Argument(..., help="A dataset directory"),
+    dataset: str = typer.Argument(..., help="A dataset directory (or URL)"),
     rows: int = typer.Option(3, "--rows", "-n", help="How many rows to show"),
     rejects: bool = typer.Option(False, "--rejects", help="Show rejected rows instead of kept ones"),
     columns: Optional[str] = typer.Option(None, "--columns", "-c", help="Comma-separated columns to show (default: all)"),
@@ -197,11 +197,12 @@ def inspect(
     from rich.console import Console
     from rich.markup import escape
 
+    from . import storage
     from .dataset import Dataset
     from .schema import REJECT_DETAIL, REJECT_REASON, REJECT_STAGE
 
     ds = Dataset(dataset)
-    if not ds.path.is_dir():
+    if not storage.is_dir(ds.path):
         raise UserError(f"{dataset}: no such dataset directory")
     console = Console()
     manifest = ds.manifest
@@ -280,7 +281,12 @@ def report(
 
     if not is_dir(run_dir):
         raise UserError(f"{run_dir}: no such run directory")
-    typer.echo(f"report: {write_report(run_dir, out)}")
+    try:
+        written = write_report(run_dir, out)
+    except FileNotFoundError:  # a store's manifests are read from a local copy: name what was asked
+        raise UserError(f"{run_dir}: no completed stages (no */_manifest.json) to report on; give a run's "
+                        "workdir, not one dataset") from None
+    typer.echo(f"report: {written}")
 
 
 def _first_sentence(doc: str) -> str:

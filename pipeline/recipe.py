@@ -195,8 +195,9 @@ def _one_line(message: str) -> str:
 def load_recipe(path: str | os.PathLike) -> Recipe:
     """Read, parse and validate a recipe file; every problem is one RecipeError line naming the file."""
     from .io import check_regular_file
+    from .storage import config_file
 
-    path = Path(path)
+    path = config_file(path, "recipe")
     try:
         check_regular_file(path)  # before open(): opening a FIFO would block
         with open(path, "rb") as fh:

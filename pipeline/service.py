@@ -431,7 +431,7 @@ class _RemoteJournal(_Journal):
         self.remote = remote
         mirror = default_cache_dir().parent / "remote-requests" / hashlib.sha256(str(remote).encode()).hexdigest()[:16]
         super().__init__(mirror)
-        self.published_at = 0.0
+        self.published_at, self.published_size = 0.0, -1
         atexit.register(self.publish)
 
     def _scan(self) -> None:
@@ -456,13 +456,17 @@ class _RemoteJournal(_Journal):
             self.publish()
 
     def publish(self) -> None:
-        """Upload our journal whole (a store has no append)."""
+        """Upload our journal whole (a store has no append), unless it is as last uploaded (at exit,
+        after the stage's last batch flushed it: no request to a store that may be gone by then)."""
         from . import storage
 
         with self.write_lock:
             if self.own is None:
                 return
-            storage.put_file(self.files[self.own], self.remote / "journal" / self.files[self.own].name)
+            size = self.files[self.own].stat().st_size
+            if size != self.published_size:
+                storage.put_file(self.files[self.own], self.remote / "journal" / self.files[self.own].name)
+                self.published_size = size
             self.published_at = time.monotonic()
 
 

@@ -291,6 +291,76 @@ def cached_copy(path, cache_root: Path | None = None) -> Path:
     return target
 
 
+def tree_digest(path) -> str | None:
+    """The content identity of every object below a remote folder, hidden names included (a git
+    directory is `.git`), from one listing: their keys, ETags and sizes. None when there is none."""
+    import hashlib
+
+    path = as_path(path)
+    base = key(path).rstrip("/") + "/"
+    try:
+        found = fs_of(path).find(key(path), detail=True)
+    except FileNotFoundError:
+        return None
+    entries = sorted((name[len(base):], str(info.get("ETag") or info.get("etag") or info.get("md5Hash")
+                                            or info.get("mtime")).strip('"'), info.get("size"))
+                     for name, info in found.items() if name.startswith(base) and info.get("type") != "directory")
+    return hashlib.sha256(repr(entries).encode()).hexdigest() if entries else None
+
+
+def cached_tree(path, cache_root: Path | None = None) -> Path:
+    """A local copy of a remote folder, for what must be a local directory (a git repository, read
+    by libgit2): downloaded once per content (tree_digest) into the cache, whole or not at all (a
+    temporary folder renamed into place), keeping the folder's own name. A local path is returned as is;
+    a remote folder that holds nothing is its (missing) local path's own problem: FileNotFoundError."""
+    import hashlib
+
+    path = as_path(path)
+    if not is_remote(path):
+        return path
+    digest = tree_digest(path)
+    if digest is None:
+        raise FileNotFoundError(f"{path}: no objects below it")
+    root = Path(cache_root or os.environ.get("ASSAY_CACHE", Path.home() / ".cache" / "assay")) / "remote-trees"
+    ident = hashlib.sha256(f"{path}\0{digest}".encode()).hexdigest()[:32]
+    target = root / ident / path.name
+    if not target.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{ident}.", dir=root))
+        try:
+            fs_of(path).get(key(path).rstrip("/") + "/", str(tmp / path.name), recursive=True)
+            (root / ident).mkdir(exist_ok=True)
+            try:
+                os.rename(tmp / path.name, target)
+            except OSError:  # another process got there first: its copy is the same content
+                if not target.exists():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def local_file(value) -> Path:
+    """What a loader that only takes local paths (fastText, libgit2, a model directory) needs: a local
+    path as it is; for a URL, its local copy (a file: cached_copy; a folder: cached_tree)."""
+    path = as_path(value)
+    if not is_remote(path):
+        return path
+    return cached_copy(path) if is_file(path) else cached_tree(path)
+
+
+def config_file(value, what: str) -> Path:
+    """A recipe, mixture, train config or ablation spec: read from local disk, since the relative paths
+    inside it are relative to it. A URL is refused in one line that says what to do instead."""
+    if is_url(value):
+        from .errors import UserError
+
+        raise UserError(f"{what} {value}: read from local disk (the relative paths inside it are relative to "
+                        "it); copy it here first (e.g. `aws s3 cp URL .`); the paths inside it and the outputs "
+                        "may be URLs")
+    return Path(value)
+
+
 # ---- writing ------------------------------------------------------------------------------------
 
 def makedirs(path) -> None:

@@ -6,20 +6,21 @@ from pathlib import Path
 
 import click
 
+from assay.pipeline import storage
 from assay.pipeline.errors import UserError
 
 
-def _read_texts(path: Path, limit: int | None = None) -> list[dict]:
-    """Rows with `text` from a JSON Lines file (.gz too) or an Assay dataset directory."""
-    if path.is_dir():
+def _read_texts(path: str, limit: int | None = None) -> list[dict]:
+    """Rows with `text` from a JSON Lines file (.gz too) or an Assay dataset directory (either a URL too)."""
+    if storage.is_dir(path):
         from assay.pipeline.dataset import Dataset
 
         table = Dataset(path).read()
         rows = table.to_pylist()
-    elif path.exists():
+    elif storage.exists(path):
         from assay.pipeline.io import open_binary
 
-        with open_binary(path) as fh:
+        with storage.local_copy(path) as local, open_binary(local) as fh:
             rows = [json.loads(line) for line in fh if line.strip()]
     else:
         raise UserError(f"{path}: no such file or dataset")
@@ -34,10 +35,10 @@ def register_commands(cli: click.Group) -> None:
         cli.add_command(group)
 
     @group.command("train")
-    @click.argument("out", type=click.Path(path_type=Path))
-    @click.option("--positive", type=click.Path(path_type=Path), help="Good documents (JSONL or dataset)")
-    @click.option("--negative", type=click.Path(path_type=Path), help="Bad documents (JSONL or dataset)")
-    @click.option("--labelled", type=click.Path(path_type=Path), help="JSONL with text and a label field")
+    @click.argument("out")  # files and folders here may be URLs (s3://...): a click.Path would fold `//`
+    @click.option("--positive", help="Good documents (JSONL or dataset)")
+    @click.option("--negative", help="Bad documents (JSONL or dataset)")
+    @click.option("--labelled", help="JSONL with text and a label field")
     @click.option("--label-key", default="grade", show_default=True, help="The label field of --labelled")
     @click.option("--epoch", default=20, show_default=True)
     @click.option("--dim", default=16, show_default=True)
@@ -66,12 +67,23 @@ def register_commands(cli: click.Group) -> None:
             raise UserError("give --positive and --negative, or --labelled")
         if len(set(labels)) < 2:
             raise UserError("training needs at least two labels")
-        train(texts, labels, out, epoch=epoch, dim=dim)
+        target = storage.as_path(out)
+        if storage.is_remote(target):  # fastText writes a local file: trained in scratch, uploaded whole
+            scratch = storage.staging_dir("assay-ftz-")
+            try:
+                train(texts, labels, scratch / target.name, epoch=epoch, dim=dim)
+                storage.put_file(scratch / target.name, target)
+            finally:
+                import shutil
+
+                shutil.rmtree(scratch, ignore_errors=True)
+        else:
+            train(texts, labels, target, epoch=epoch, dim=dim)
         click.echo(f"{out}: {len(texts)} documents, labels {sorted(set(labels))}")
 
     @group.command("annotate")
-    @click.argument("inp", type=click.Path(path_type=Path))
-    @click.argument("out", type=click.Path(path_type=Path))
+    @click.argument("inp")  # a file, a dataset, or a URL of either
+    @click.argument("out")
     @click.option("--backend", type=click.Choice(["openai", "heuristic"]), default="heuristic", show_default=True)
     @click.option("--base-url", default="http://127.0.0.1:8000/v1", show_default=True, help="OpenAI-compatible server")
     @click.option("--model", default="default", show_default=True, help="Model name the server knows")
@@ -97,11 +109,12 @@ def register_commands(cli: click.Group) -> None:
             raise UserError(f"rating with {base_url} failed: {type(exc).__name__}: {exc}") from None
         from assay.pipeline.dataset import atomic_write_text
 
-        atomic_write_text(out, "".join(json.dumps({"text": t, "grade": g}, ensure_ascii=False) + "\n" for t, g in zip(texts, grades)))
+        atomic_write_text(storage.as_path(out), "".join(json.dumps({"text": t, "grade": g}, ensure_ascii=False) + "\n" for t, g in zip(texts, grades)))
         click.echo(f"{out}: {len(texts)} rated ({backend})")
 
     @group.command("build-models")
-    @click.option("--out", type=click.Path(path_type=Path), default=None, help="Default: the package's quality/models")
+    @click.option("--out", default=None,
+                  help="A local folder (the models are source files of the package); default: the package's quality/models")
     def build_cmd(out):
         """Rebuild the shipped models and calibration from quality/data (the repository alone).
 
@@ -112,4 +125,7 @@ def register_commands(cli: click.Group) -> None:
         from .build import build
         from .scorers import MODELS
 
-        build(out or MODELS, log=click.echo)
+        if out and storage.is_url(out):
+            raise UserError(f"--out {out}: build-models writes a local folder (the package's models are files of "
+                            "the repository); build here, then copy the folder to the store")
+        build(Path(out) if out else MODELS, log=click.echo)

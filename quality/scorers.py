@@ -29,7 +29,14 @@ SCORE_EDGES = [i / 20 for i in range(21)]
 
 def resolve_model(value: str) -> Path:
     """A shipped model's name (web, edu, lm) or a path. Recipes and the CLI turn every path param into
-    an absolute path, so a bare shipped name arrives as <dir>/<name>: its last part decides."""
+    an absolute path, so a bare shipped name arrives as <dir>/<name>: its last part decides. A URL
+    (s3://...) is read from its local copy (pipeline/storage.py), made once per object version."""
+    from assay.pipeline import storage
+
+    if storage.is_url(value):
+        if not storage.is_file(value):
+            raise UserError(f"model {value!r} not found (no such object)")
+        return storage.local_file(value)
     path = Path(value)
     if not path.exists() and path.name in SHIPPED:
         path = SHIPPED[path.name]

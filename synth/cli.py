@@ -94,12 +94,25 @@ def sandbox_run(program, args, timeout_s, memory_mb, cpu_s, file_mb, disk_mb, pr
     sys.exit(0 if result.ok else 1)
 
 
+def _existing_files(ctx, param, values):
+    """Files that exist: local ones checked here, URLs (s3://...) where they are read."""
+    import os
+
+    from assay.pipeline import storage
+
+    for value in values:
+        if not storage.is_url(value) and not os.path.isfile(value):
+            raise click.BadParameter(f"{value!r}: no such file", ctx=ctx, param=param)
+    return values
+
+
 def _generator_command(core: click.Command, cls, triples: bool) -> click.Command:
     """The core's stage command without the input-files argument (generators read none)."""
     params = [p for p in core.params if p.name != "input_paths"]
     if triples:
-        params.append(click.Option(["--triples"], multiple=True, type=click.Path(exists=True, dir_okay=False),
-                                   help="Triple files (head<TAB>relation<TAB>tail); default: the bundled graph"))
+        params.append(click.Option(["--triples"], multiple=True, callback=_existing_files,
+                                   help="Triple files (head<TAB>relation<TAB>tail; files or URLs); default: the "
+                                        "bundled graph"))
 
     def callback(**values):
         files = list(values.pop("triples", ()) or ())

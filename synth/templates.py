@@ -51,6 +51,12 @@ class Template(BaseModel):
 
 
 def template_path(name_or_path: str) -> Path:
+    from assay.pipeline import storage
+
+    if storage.is_url(name_or_path):  # a template on a store: its local copy
+        if not storage.is_file(name_or_path):
+            raise UserError(f"template {name_or_path!r}: no such object")
+        return storage.local_file(name_or_path)
     path = Path(name_or_path).expanduser()
     if not path.suffix:  # a bundled name (recipes may have made it absolute against their directory)
         path = BUNDLED / f"{path.name}.yaml"

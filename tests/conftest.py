@@ -124,7 +124,7 @@ def local_demo(tmp_path_factory):
 # The longest test files first, so that with `-n 2 --dist loadfile` neither process is left with a
 # long file at the end while the other is idle.
 LONGEST_FIRST = ("test_demo_on_ray.py", "test_pipeline_engines.py", "test_documented_examples.py", "test_demo_on_spark.py",
-                 "test_pipeline_cluster.py", "test_storage_s3.py", "test_dedup_spark.py", "test_pipeline_kill.py",
+                 "test_pipeline_cluster.py", "test_storage_s3.py", "test_storage_paths.py", "test_dedup_spark.py", "test_pipeline_kill.py",
                  "test_pipeline_contract.py", "test_semantic_cluster.py")
 
 

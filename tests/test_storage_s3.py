@@ -26,7 +26,7 @@ BIN = Path(sys.executable).parent
 # The demo's sources (web pages, WARC, PDFs, code, GitHub issues) and every stage up to exact dedup:
 # map stages and two global (shuffle-bound) stages. The synthesis and model stages after it add
 # minutes, not storage paths.
-INPUT_FOLDERS = ("warc", "html", "pdf", "code", "issues")
+INPUT_FOLDERS = ("warc", "html", "pdf", "code", "issues", "history")  # history: a bare git repository
 KILL_UNTIL = "lang"  # the kill test's run: the sources and two map stages (killed among them)
 
 
@@ -55,10 +55,9 @@ def data_files(files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def s3_recipe(tmp_path: Path, sample_url: str) -> Path:
-    """The demo recipe with its sample inputs on S3 (other relative paths made absolute; the git
-    history stays local: a repository is read in place)."""
-    text = DEMO_RECIPE.read_text().replace("../sample/history/", f"{SAMPLE}/history/")
-    text = text.replace("../sample/", f"{sample_url}/")
+    """The demo recipe with its sample inputs on S3, the git repository included (read from a local
+    copy per content); other relative paths made absolute."""
+    text = DEMO_RECIPE.read_text().replace("../sample/", f"{sample_url}/")
     text = text.replace("../", f"{DEMO_RECIPE.parent.parent}/")
     path = tmp_path / "demo-s3.yaml"
     path.write_text(text)

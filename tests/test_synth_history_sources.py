@@ -67,7 +67,9 @@ def test_gharchive_events_join_into_pull_requests(tmp_path):
     assert sorted(r["reject_reason"] for r in rows(Dataset(tmp_path / "p3"), rejects=True)) == reasons
 
 
-def test_pull_request_with_a_clone_gets_a_verified_change(tmp_path):
+def widgets_clone(tmp_path: Path) -> tuple[str, str, str]:
+    """A clone (tmp_path/clones/octo-org/widgets) whose pull request #11 the events name, merged:
+    (base, head, merge) commit ids; the events with those ids are tmp_path/events.json."""
     clone = tmp_path / "clones" / "octo-org" / "widgets"
     clone.mkdir(parents=True)
     git(clone, "init", "-q")
@@ -87,6 +89,11 @@ def test_pull_request_with_a_clone_gets_a_verified_change(tmp_path):
     merge = git(clone, "rev-parse", "HEAD")
     events = EVENTS.read_text().replace("1" * 40, base).replace("2" * 40, head).replace("3" * 40, merge)
     (tmp_path / "events.json").write_text(events)
+    return base, head, merge
+
+
+def test_pull_request_with_a_clone_gets_a_verified_change(tmp_path):
+    base, head, merge = widgets_clone(tmp_path)
     run_stage(PullRequests({"paths": [str(tmp_path / "events.json")], "clones": str(tmp_path / "clones")}), [],
               tmp_path / "prs", options=ONE)
     pr = next(r for r in rows(Dataset(tmp_path / "prs")) if r["pr_number"] == 11)

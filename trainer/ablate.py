@@ -25,7 +25,8 @@ from typing import Callable
 
 import numpy as np
 
-from assay.pipeline.dataset import atomic_write_text
+from assay.pipeline import storage
+from assay.pipeline.dataset import atomic_write_bytes, atomic_write_text
 
 from .config import AblationSpec, ConfigError, parse_train_config
 from .report import ABLATION, write_run_report
@@ -110,17 +111,17 @@ def _train_one(raw: dict, config_path: str, run_dir: str, owner: str, replace: b
     from .stage import run_training
 
     cfg = parse_train_config(raw, config_path, Path(config_path).parent)
-    return run_training(cfg, Path(run_dir), log=lambda m: None, report=False, owner=owner, replace=replace)
+    return run_training(cfg, storage.as_path(run_dir), log=lambda m: None, report=False, owner=owner, replace=replace)
 
 
 def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Callable[[str], None] = print,
                  force: bool = False) -> dict:
     from assay.pipeline.runner import RUN_LOG, check_workdir
 
-    out = Path(out)
+    out = storage.as_path(out)  # a folder or a URL: runs, plots and results go through pipeline/storage
     owner = f"ablation {spec.name}"
     check_workdir(out, [], owner=owner, replace=force)
-    out.mkdir(parents=True, exist_ok=True)
+    storage.makedirs(out)
     run_log = {"recipe": owner, "kind": "ablation", "order": [], "stages": {}}
     atomic_write_text(out / RUN_LOG, json.dumps(run_log, indent=2))  # first: marks OUT as Assay's
 
@@ -230,14 +231,23 @@ def _plots(out: Path, result: dict, summaries: dict[str, list[dict]]) -> None:
     ax.set_ylim(lo - 0.5 * (hi - lo + 1e-3), hi + 0.5 * (hi - lo + 1e-3))
     ax.set(ylabel=f"BPB on {result['metric_set']}", title="held-out BPB per arm (mean ± std, seeds as dots)")
     fig.tight_layout()
-    fig.savefig(out / "bpb.png", dpi=110)
-    plt.close(fig)
+    _save_figure(fig, out / "bpb.png")
     from .report import curves_figure
 
     streams = {}
     for arm, runs in summaries.items():
         recs = read_metrics(out / "runs" / f"{arm}-s{result['seeds'][0]}")
         streams[f"{arm} (seed {result['seeds'][0]})"] = recs
-    fig = curves_figure(streams)
-    fig.savefig(out / "curves.png", dpi=110)
+    _save_figure(curves_figure(streams), out / "curves.png")
+
+
+def _save_figure(fig, path) -> None:
+    """A PNG written whole (one PUT on a store, a rename on disk)."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())

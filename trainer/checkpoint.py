@@ -5,6 +5,7 @@ from pathlib import Path
 
 import torch
 
+from assay.pipeline import storage
 from assay.pipeline.errors import UserError
 
 from .config import TrainConfig
@@ -15,13 +16,13 @@ from .train import autocast_for, build_model, latest_checkpoint, read_checkpoint
 
 def load_model(path: str | Path, max_len: int | None = None, device: str | None = None):
     """(model in eval mode, its TrainConfig, the checkpoint dict) from a .pt file or a run directory."""
-    path = Path(path)
-    if path.is_dir():
+    path = storage.as_path(path)  # a file or folder, or a URL (pipeline/storage.py)
+    if storage.is_dir(path):
         found = latest_checkpoint(path)
         if found is None:
             raise UserError(f"{path}: no checkpoints/step-*.pt in this run directory")
         path = found
-    if not path.exists():
+    if not storage.exists(path):
         raise UserError(f"{path}: no such checkpoint")
     ckpt = read_checkpoint(path)
     cfg = TrainConfig.model_validate(ckpt["config"])

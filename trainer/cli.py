@@ -6,13 +6,16 @@ from pathlib import Path
 
 import click
 
+from assay.pipeline import storage
+
 
 @click.command("train")
-@click.argument("config", type=click.Path(path_type=Path))
-@click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
-              help="Run directory (default runs/train/<config name>); an existing run of the same config resumes")
+@click.argument("config")
+@click.option("--out", "-o", default=None,  # a folder or a URL: a click.Path would fold s3:// to s3:/
+              help="Run directory, or a URL such as s3://bucket/runs/tiny (default runs/train/<config name>); "
+                   "an existing run of the same config resumes")
 @click.option("--force", is_flag=True, help="Train again even if nothing the run reads changed (or replace another run)")
-def train_command(config: Path, out: Path | None, force: bool) -> None:
+def train_command(config: str, out: str | None, force: bool) -> None:
     """Train a proxy model from a train config (YAML); resumes from the last checkpoint.
 
     \b
@@ -22,8 +25,8 @@ def train_command(config: Path, out: Path | None, force: bool) -> None:
     from .config import load_train_config
     from .train import train
 
-    cfg = load_train_config(config)
-    out = out or Path("runs") / "train" / cfg.name
+    cfg = load_train_config(storage.config_file(config, "CONFIG"))
+    out = storage.as_path(out) if out else Path("runs") / "train" / cfg.name
     summary = train(cfg, out, log=click.echo, force=force)
     for name, ev in (summary.get("eval") or {}).items():
         click.echo(f"eval {name}: BPB {ev['bpb']} ({ev['tokens']:,} tokens, {ev['bytes']:,} bytes)")
@@ -31,15 +34,15 @@ def train_command(config: Path, out: Path | None, force: bool) -> None:
 
 
 @click.command("eval")
-@click.argument("checkpoint", type=click.Path(path_type=Path))
+@click.argument("checkpoint")  # a .pt file or a run directory; either may be a URL
 @click.option("--data", "-d", "data", multiple=True, required=True,
               help="Held-out token dataset, as NAME=PATH or PATH (repeatable)")
 @click.option("--batch-size", type=int, default=16)
 @click.option("--max-rows", type=int, default=None, help="Only the first rows of each set")
 @click.option("--no-prefix/--prefix-only", default=True, help="Also score with META prefixes removed")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Write results here")
-def eval_command(checkpoint: Path, data: tuple[str, ...], batch_size: int, max_rows: int | None, no_prefix: bool,
-                 json_out: Path | None) -> None:
+@click.option("--json", "json_out", default=None, help="Write results here (a file or a URL)")
+def eval_command(checkpoint: str, data: tuple[str, ...], batch_size: int, max_rows: int | None, no_prefix: bool,
+                 json_out: str | None) -> None:
     """Held-out bits-per-byte (overall and per source) of a checkpoint (a .pt file or a run directory).
 
     \b
@@ -51,7 +54,7 @@ def eval_command(checkpoint: Path, data: tuple[str, ...], batch_size: int, max_r
     sets = {}
     for item in data:
         name, sep, path = item.partition("=")
-        sets[name if sep else Path(item).name] = path if sep else item
+        sets[name if sep else item.rstrip("/").rsplit("/", 1)[-1]] = path if sep else item
     results = evaluate_checkpoint(checkpoint, sets, batch_size=batch_size, max_rows=max_rows, no_prefix=no_prefix)
     for name, ev in results.items():
         per = ", ".join(f"{s} {r['bpb']}" for s, r in ev["per_source"].items())
@@ -60,16 +63,17 @@ def eval_command(checkpoint: Path, data: tuple[str, ...], batch_size: int, max_r
     if json_out:
         from assay.pipeline.dataset import atomic_write_text
 
-        atomic_write_text(json_out, json.dumps(results, indent=1))
+        atomic_write_text(storage.as_path(json_out), json.dumps(results, indent=1))
 
 
 @click.command("ablate")
-@click.argument("spec", type=click.Path(path_type=Path))
-@click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
-              help="Ablation directory (default runs/ablate/<spec name>); reruns resume run by run")
+@click.argument("spec")
+@click.option("--out", "-o", default=None,
+              help="Ablation directory, or a URL such as s3://bucket/ablate/x (default runs/ablate/<spec name>); "
+                   "reruns resume run by run")
 @click.option("--force", is_flag=True, help="Take over an ablation directory that holds another spec's runs")
 @click.option("--workers", type=int, default=None, help="Runs trained at once (one thread each); overrides the spec")
-def ablate_command(spec: Path, out: Path | None, force: bool, workers: int | None) -> None:
+def ablate_command(spec: str, out: str | None, force: bool, workers: int | None) -> None:
     """Train one config on several datasets x seeds at one token budget; compare held-out BPB.
 
     \b
@@ -79,10 +83,10 @@ def ablate_command(spec: Path, out: Path | None, force: bool, workers: int | Non
     from .ablate import run_ablation
     from .config import load_ablation_spec
 
-    parsed, raw = load_ablation_spec(spec)
+    parsed, raw = load_ablation_spec(storage.config_file(spec, "SPEC"))
     if workers:
         parsed.workers = workers
-    out = out or Path("runs") / "ablate" / parsed.name
+    out = storage.as_path(out) if out else Path("runs") / "ablate" / parsed.name
     res = run_ablation(parsed, raw, out, log=click.echo, force=force)
     for arm, r in sorted(res["arms"].items(), key=lambda kv: kv[1]["mean"]):
         click.echo(f"{arm}: BPB {r['mean']:.4f} ± {r['std']:.4f}")

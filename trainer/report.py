@@ -9,6 +9,7 @@ import html
 import json
 from pathlib import Path
 
+from assay.pipeline import storage
 from assay.pipeline.dataset import MANIFEST, atomic_write_text, read_json_safe
 from assay.pipeline.report import CSS, img
 
@@ -210,7 +211,7 @@ def ablation_html(root: Path) -> str:
 
 
 def report_section(run_dir) -> str | None:
-    root = Path(run_dir)
+    root = storage.as_path(run_dir)  # a folder or a URL (pipeline/storage.py)
     runs, abls = _runs(root), _ablations(root)
     if not runs and not abls:
         return None
@@ -220,7 +221,7 @@ def report_section(run_dir) -> str | None:
 
 def write_run_report(run_dir: Path) -> Path:
     """A standalone page for one training run or ablation directory (`assay report` needs stages)."""
-    run_dir = Path(run_dir)
+    run_dir = storage.as_path(run_dir)
     body = report_section(run_dir) or "<p>No training runs found.</p>"
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Assay training: {html.escape(run_dir.name)}"
             f"</title><style>{CSS}</style></head><body><h1>Assay training: {html.escape(run_dir.name)}</h1>"

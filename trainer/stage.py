@@ -99,8 +99,8 @@ def run_training(cfg, out: str | Path, log: Callable[[str], None] = print, force
     result = run_stage(stage, stage.inputs(), out, engine="local", force=force, owner=owner, replace=replace)
     if result.skipped:
         log(f"{out}: already complete (nothing it reads changed)")
-    elif report and not storage.is_url(out):  # a view of the finished run, not part of its identity (local runs)
+    elif report:  # a view of the finished run, not part of its identity
         from .report import write_run_report
 
-        write_run_report(Path(out))
+        write_run_report(out)
     return result.manifest["summary"]

@@ -63,7 +63,9 @@ class Registry(BaseModel):
 
 def load_registry(path: str | Path | None = None) -> tuple[Registry, Path]:
     """The parsed registry and its directory; None means the registry shipped with Assay."""
-    path = Path(path) if path else SHIPPED
+    from assay.pipeline.storage import config_file
+
+    path = config_file(path, "benchmark registry") if path else SHIPPED  # it names files relative to it
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:

@@ -10,10 +10,14 @@ the model and the item texts, because embedding a whole registry takes a minute 
 from __future__ import annotations
 
 import hashlib
+import io
+import os
 import re
-from pathlib import Path
 
 import numpy as np
+
+from assay.pipeline import storage
+from assay.pipeline.dataset import atomic_write_bytes
 
 _WORD = re.compile(r"\S+")
 _BLOCK = re.compile(r"\S(?:.*?\S)?(?=\n[ \t]*\n|\s*$)", re.S)  # text between blank lines
@@ -33,15 +37,17 @@ class SemanticMatcher:
         digest = hashlib.sha256(repr((self.encoder.path, self.encoder.max_tokens)).encode())
         for t in texts:
             digest.update(t.encode("utf-8", "surrogatepass") + b"\x00")
-        path = Path(cache_dir).expanduser() / f"items-{digest.hexdigest()[:24]}.npy" if cache_dir else None
-        if path is not None and path.exists():
-            return np.load(path).astype(np.float32)
+        path = None
+        if cache_dir:  # a folder or a URL (pipeline/storage.py): hosts without a shared disk share it there
+            folder = cache_dir if storage.is_url(cache_dir) else os.path.expanduser(cache_dir)
+            path = storage.as_path(folder) / f"items-{digest.hexdigest()[:24]}.npy"
+        if path is not None and storage.exists(path):
+            return np.load(io.BytesIO(storage.read_bytes(path))).astype(np.float32)
         vectors = self.encoder.encode(texts)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{id(self)}.npy")
-            np.save(tmp, vectors.astype(np.float16))
-            tmp.replace(path)
+            buffer = io.BytesIO()
+            np.save(buffer, vectors.astype(np.float16))
+            atomic_write_bytes(path, buffer.getvalue())  # whole or not at all, on disk or a store
         return vectors
 
     def windows(self, text: str) -> list[tuple[int, int]]:

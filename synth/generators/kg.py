@@ -56,8 +56,10 @@ def fact(h: str, relation: str, t: str) -> str:
 
 def load_triples(paths: list[str]) -> list[tuple[str, str, str]]:
     triples = []
+    from assay.pipeline import storage
+
     for path in paths:
-        with open(path, encoding="utf-8") as fh:
+        with open(storage.local_file(path), encoding="utf-8") as fh:  # a URL: its local copy
             for n, line in enumerate(fh, 1):
                 line = line.rstrip("\n")
                 if not line.strip() or line.startswith("#"):

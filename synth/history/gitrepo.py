@@ -17,6 +17,7 @@ skip_files off the whole commit is rejected instead):
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -34,17 +35,35 @@ class RepoError(Exception):
 
 
 def open_repo(path: str):
-    """A pygit2 Repository for a working tree, its .git directory or a bare repository."""
+    """A pygit2 Repository for a working tree, its .git directory or a bare repository. One on a store
+    (s3://...) is read from a local copy of it, made once per content (libgit2 reads local files)."""
     import pygit2
 
+    from assay.pipeline import storage
+
+    where = path
+    if storage.is_url(path):
+        try:
+            where = str(storage.cached_tree(path))
+        except (FileNotFoundError, OSError) as exc:
+            raise RepoError(f"{path}: not a git repository ({exc})") from None
     try:
-        return pygit2.Repository(path)
+        return pygit2.Repository(where)
     except (pygit2.GitError, KeyError, ValueError) as exc:
         raise RepoError(f"{path}: not a git repository ({exc})") from None
 
 
 def git_dir(path: str) -> str:
-    """The repository's object store directory (the .git folder, or the bare repository itself)."""
+    """The repository's object store directory (the .git folder, or the bare repository itself); on a
+    store, its URL (a working tree's `.git` prefix, or the bare repository's own)."""
+    from assay.pipeline import storage
+
+    if storage.is_url(path):
+        url = path.rstrip("/")
+        for candidate in (f"{url}/.git", url):
+            if storage.is_file(f"{candidate}/HEAD") and storage.is_dir(f"{candidate}/objects"):
+                return candidate
+        raise RepoError(f"{path}: not a git repository (no HEAD and objects/ below it)")
     return os.path.abspath(open_repo(path).path.rstrip("/"))
 
 
@@ -60,9 +79,10 @@ def repo_name(repo, path: str) -> str:
     m = _REMOTE.search(url)
     if m:
         return m.group(1)
-    base = os.path.basename(os.path.abspath(path).rstrip("/"))
+    where = path.rstrip("/") if "://" in path else os.path.abspath(path).rstrip("/")  # a URL names it too
+    base = posixpath.basename(where)
     if base == ".git":
-        base = os.path.basename(os.path.dirname(os.path.abspath(path).rstrip("/")))
+        base = posixpath.basename(posixpath.dirname(where))
     return base[:-4] if base.endswith(".git") else base
 
 

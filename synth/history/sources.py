@@ -93,12 +93,20 @@ def commit_url(repo: str, sha: str) -> str:
 def find_clone(clones: str | None, repo: str) -> str | None:
     if not clones or not repo:
         return None
+    from assay.pipeline import storage
+
     owner, _, name = repo.partition("/")
     for cand in (repo, f"{owner}__{name}", name):
         for suffix in ("", ".git"):
-            path = os.path.join(clones, cand + suffix)
-            if os.path.isdir(path):
-                return path
+            if not storage.is_url(clones):
+                path = os.path.join(clones, cand + suffix)
+                if os.path.isdir(path):
+                    return path
+                continue
+            try:  # on a store: its git directory alone (gitrepo.open_repo reads a local copy of it)
+                return gitrepo.git_dir(f"{clones.rstrip('/')}/{cand}{suffix}")
+            except gitrepo.RepoError:
+                continue
     return None
 
 
@@ -106,8 +114,10 @@ def load_repo_meta(path: str | None) -> dict[str, dict]:
     """{repo: {"stars": n, ...}} from a JSON Lines file of {"repo": ..., "stars": ...} objects."""
     if not path:
         return {}
+    from assay.pipeline import storage
+
     out = {}
-    with open_binary(path) as fh:
+    with storage.local_copy(path) as local, open_binary(local) as fh:
         for line in fh:
             if line.strip():
                 item = json.loads(line)
@@ -162,14 +172,26 @@ class Commits(RecordSource):
         # A repository is a directory: expand globs only, never a directory's files.
         import glob
 
+        from assay.pipeline import storage
+
         found = []
         for pattern in self.params.paths:
-            pattern = os.path.expanduser(pattern)
-            for match in (sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]):
+            url = storage.is_url(pattern)
+            pattern = pattern if url else os.path.expanduser(pattern)
+            if not glob.has_magic(pattern):
+                matches = [pattern]
+            elif url:  # folders on a store matching the glob (a repository there is a prefix)
+                fs = storage.fs_of(storage.as_path(pattern))
+                matches = sorted(fs.unstrip_protocol(m) for m, info in fs.glob(storage.key(storage.as_path(pattern)),
+                                                                               detail=True).items()
+                                 if info.get("type") == "directory")
+            else:
+                matches = sorted(glob.glob(pattern))
+            for match in matches:
                 try:
                     found.append(gitrepo.git_dir(match))
                 except gitrepo.RepoError:
-                    found.append(os.path.abspath(match))  # rejected (not_a_repository) when run
+                    found.append(match if url else os.path.abspath(match))  # rejected (not_a_repository) when run
         return sorted(set(found))
 
     def input_identity(self) -> list:
@@ -293,19 +315,22 @@ class PullRequests(RecordSource):
         part, nparts = task.get("partition")
         rows = Rows(self.params.source or "gharchive", record_schema())
         join = EventJoin()
+        from assay.pipeline import storage
+
         for path in task.inputs:
             if part == 0:
                 try:
-                    counts.bytes_in += os.path.getsize(path)
+                    counts.bytes_in += storage.size(path)
                 except OSError:
                     pass
             lineno = 0
+            name = self.name_of(path)  # below the inputs' folder: the same rows on local disk or a store
             try:
-                with open_binary(path) as fh:
+                with storage.local_copy(path) as local, open_binary(local) as fh:
                     for lineno, raw in enumerate(fh, start=1):
                         if not raw.strip():
                             continue
-                        where = f"{path}:{lineno}"
+                        where = f"{name}:{lineno}"
                         try:
                             event = json.loads(raw)
                         except ValueError as exc:
@@ -324,7 +349,7 @@ class PullRequests(RecordSource):
                         self.stats.count("events.joined" if joined else "events.other_type")
             except STREAM_ERRORS as exc:
                 if part == 0:
-                    rows.reject("corrupt_file", f"{type(exc).__name__}: {exc} after line {lineno}", path)
+                    rows.reject("corrupt_file", f"{type(exc).__name__}: {exc} after line {lineno}", name)
         self._emit(join, rows)
         table = rows.take()
         counts.rows_in += table.num_rows

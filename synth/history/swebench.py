@@ -125,8 +125,10 @@ class Registry:
 
     @classmethod
     def load(cls, path: str | os.PathLike | None = None, datasets: list[str] | None = None) -> "Registry":
-        path = Path(path or DEFAULT_REGISTRY)
-        raw = path.read_bytes()
+        from assay.pipeline import storage
+
+        path = storage.as_path(path or DEFAULT_REGISTRY)  # a file or a URL
+        raw = storage.read_bytes(path)
         data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
         return cls(data, datasets)
 

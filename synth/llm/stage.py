@@ -161,6 +161,7 @@ class LLMStage(ServiceStage):
                     self.stats.count(name, n)
                 for response in tally.usage:
                     self._count_usage(response)
+        self.cache.flush()  # a cache on a store: this batch's answers uploaded before its shard commits
         out: list[dict] = []
         for i, (row, plan) in enumerate(zip(rows, planned)):
             if isinstance(plan, tuple):

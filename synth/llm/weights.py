@@ -141,7 +141,14 @@ def resolve_model(path: str | None) -> Path:
     """A directory transformers can load: the default SmolLM2, a model directory, or a .gguf file."""
     if path in (None, "", DEFAULT_MODEL):
         return converted(smollm2_gguf(), f"{DEFAULT_MODEL}-f32")
-    p = Path(path).expanduser()
+    from assay.pipeline import storage
+
+    if storage.is_url(path):  # a model folder or .gguf file on a store: its local copy, once per content
+        if not storage.exists(path):
+            raise UserError(f"model {path!r}: no such object or folder")
+        p = storage.local_file(path)
+    else:
+        p = Path(path).expanduser()
     if p.is_dir():
         return p
     if p.suffix == ".gguf" and p.exists():
