@@ -130,6 +130,9 @@ class Pack(GlobalStage):
         counted = engine.map(pack, [(b, None) for b in range(buckets)])
         first = np.concatenate([[0], np.cumsum(counted)]).tolist()
         done = engine.map(pack, [(b, first[b]) for b in range(buckets)])
+        if [d["shards"] for d in done] != counted:  # the two passes over a bucket must agree
+            raise RuntimeError(f"stage {self.stage_id!r}: buckets wrote {[d['shards'] for d in done]} shards, "
+                               f"counted {counted}")
         summary = _summary(stage, totals, done, vocab)
         summary["packing"]["buckets"] = buckets
         write_artifact(ctx.out_root, MIX_ARTIFACT, {"tokens": layout.to_json(), "mix": summary})
@@ -163,7 +166,7 @@ def _scan(stage: Pack, scratch, paths: list[str], buckets: int, item: tuple[int,
 
 
 def _bucket_pool(scratch, path: str, k: int, b: int) -> Pool:
-    files = storage.glob(_bucket_dir(scratch, b), f"{k:04d}-*.parquet") if storage.exists(_bucket_dir(scratch, b)) else []
+    files = storage.glob(_bucket_dir(scratch, b), f"{k:04d}-*.parquet")
     if not files:
         return Pool.of(path, np.zeros(0, np.int32), STREAM_INDEX_SCHEMA.empty_table())
     table = pa.concat_tables([storage.read_parquet(f) for f in files])
