@@ -8,8 +8,8 @@ on every engine and worker count. The plan runs as waves of tasks on the engine'
 
 1. per tokenized shard: its doc index into one file per bucket, and each slot's eligible tokens per
    bucket (plan.slot_totals);
-2. per bucket: the draw (sample.py) and best-fit packing (pack.py) over lengths alone, to count its
-   rows, so every bucket knows which shard numbers are its own;
+2. per bucket but the last: the draw (sample.py) and best-fit packing (pack.py) over lengths alone,
+   to count its rows, so every bucket knows which shard numbers are its own;
 3. per bucket: the same draw and packing again, each piece assembled (assemble.py) and written
    through `TokenShardWriter` into the bucket's shards, its documents' ledger with them.
 
@@ -46,7 +46,7 @@ from assay.pipeline.tokens import DOC_INDEX_SCHEMA, PAD, TokenDataset, TokenLayo
 
 from .assemble import PACKED_EXTRA, Assembler, MaskCounts
 from .pack import Greedy, Waste, best_fit
-from .plan import Slot, SlotTotals, check, slot_totals, stage_slots
+from .plan import Slot, SlotTotals, check, documents_in, slot_totals, stage_slots, waves
 from .pools import NOT_IN_SOURCE, Pool
 from .recipe import Mixture
 from .sample import Draw, SlotStream, draw_stage
@@ -109,12 +109,12 @@ class Pack(GlobalStage):
         layout = TokenLayout(vocab.vocab_size, stage.seq_len, vocab.ids["bos"], vocab.ids["eos"], vocab.ids["pad"],
                              f"_artifacts/{TOKENIZER_ARTIFACT}", vocab.sha256)
         paths = [str(ds.path) for ds in ctx.inputs]
-        documents = sum(int((ds.manifest or {}).get("counts", {}).get("rows_out", 0)) for ds in ctx.inputs)
+        documents = documents_in(paths)
         buckets = bucket_count(documents, stage.tokens, stage.seq_len, mixture.pack_docs)
         scratch = ctx.shared_scratch(self.stage_id)
         engine = ctx.engine
         items = [(k, index) for k, path in enumerate(paths) for index in TokenDataset(path).shard_indexes()]
-        found = engine.map(partial(_scan, self, scratch, paths, buckets), items)
+        found = waves(engine, documents <= mixture.pack_docs)(partial(_scan, self, scratch, paths, buckets), items)
         per_bucket = slot_totals(mixture, stage.id, {}, None, buckets)  # zeros, added up below
         for part in found:
             for mine, more in zip(per_bucket, part):
@@ -125,19 +125,19 @@ class Pack(GlobalStage):
             for total, extra in zip(totals, row):
                 total.add(extra)
         check(totals, stage)
-        pack = partial(_pack_bucket, self, ctx.out_root, scratch, paths, layout, [[t.available for t in row] for row in per_bucket],
-                       [t.available for t in totals])
-        counted = engine.map(pack, [(b, None) for b in range(buckets)])
-        first = np.concatenate([[0], np.cumsum(counted)]).tolist()
+        pack = partial(_pack_bucket, self, ctx.out_root, scratch, paths, layout,
+                       [[t.available for t in row] for row in per_bucket], [t.available for t in totals])
+        counted = engine.map(pack, [(b, None) for b in range(buckets - 1)])  # the last bucket's count is not needed
+        first = np.concatenate([[0], np.cumsum(counted, dtype=np.int64)]).tolist()
         done = engine.map(pack, [(b, first[b]) for b in range(buckets)])
-        if [d["shards"] for d in done] != counted:  # the two passes over a bucket must agree
-            raise RuntimeError(f"stage {self.stage_id!r}: buckets wrote {[d['shards'] for d in done]} shards, "
-                               f"counted {counted}")
+        written = [d["shards"] for d in done]
+        if written[:-1] != counted:  # the two passes over a bucket must agree
+            raise RuntimeError(f"stage {self.stage_id!r}: buckets wrote {written} shards, counted {counted}")
         summary = _summary(stage, totals, done, vocab)
         summary["packing"]["buckets"] = buckets
         write_artifact(ctx.out_root, MIX_ARTIFACT, {"tokens": layout.to_json(), "mix": summary})
         ctx.extra["pack"] = {"documents": documents, "buckets": buckets}
-        return int(first[-1])
+        return int(first[-1] + written[-1])
 
     run_spark = run_ray = run_local  # the same waves; Engine.map puts them on that engine's workers
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from assay.pipeline.errors import UserError
+from assay.pipeline.dataset import Dataset
 from assay.pipeline.tokens import TokenDataset
 
 from .pack import chunked_length
@@ -150,7 +151,8 @@ def stage_sources(mixture: Mixture, stage_id: str) -> list[str]:
 def stage_slots(mixture: Mixture, stage_id: str, pools: dict[str, Pool]) -> list[Slot]:
     """The slots of one stage, with their pools' eligible documents; `pools` maps source -> Pool."""
     stage = mixture.stage(stage_id)
-    return [_slot_of(mixture, stage, name, origin, share, pools[name]) for name, origin, share in slot_parts(mixture, stage_id)]
+    return [_slot_of(mixture, stage, name, origin, share, pools[name])
+            for name, origin, share in slot_parts(mixture, stage_id)]
 
 
 def _slot_of(mixture: Mixture, stage: StageSpec, name: str, origin: StageSpec, share: float, pool: Pool) -> Slot:
@@ -225,7 +227,7 @@ def plan_mixture(mixture: Mixture, tokenized: dict[str, Path], engine: Any) -> d
     paths = sorted({str(p) for p in tokenized.values()})
     items = [(path, index) for path in paths for index in TokenDataset(path).shard_indexes()]
     names = {path: [n for n, p in tokenized.items() if str(p) == path] for path in paths}
-    found = engine.map(partial(_shard_totals, mixture, names), items)
+    found = waves(engine, documents_in(paths) <= mixture.pack_docs)(partial(_shard_totals, mixture, names), items)
     out: dict[str, list[SlotTotals]] = {}
     for stage in mixture.stages:
         slots = [t[0] for t in slot_totals(mixture, stage.id, {})]
@@ -235,6 +237,19 @@ def plan_mixture(mixture: Mixture, tokenized: dict[str, Path], engine: Any) -> d
         check(slots, stage)
         out[stage.id] = slots
     return out
+
+
+def documents_in(paths: list) -> int:
+    """Documents of the (tokenized) datasets at `paths`, from their manifests."""
+    return sum(int((Dataset(p).manifest or {}).get("counts", {}).get("rows_out", 0)) for p in paths)
+
+
+def waves(engine: Any, small: bool):
+    """`engine.map`, or a plain loop for the local engine when the job is one bucket's worth of
+    documents: starting a process pool would take longer than the work (the results are the same)."""
+    if small and engine.name == "local":
+        return lambda fn, items: [fn(item) for item in items]
+    return engine.map
 
 
 def _shard_totals(mixture: Mixture, names: dict[str, list[str]], item: tuple[str, int]) -> dict[str, list[SlotTotals]]:

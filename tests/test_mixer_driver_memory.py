@@ -61,6 +61,7 @@ def test_mix_build_driver_memory_stays_flat_when_the_corpus_grows_tenfold(engine
         runs.append(got)
     small, large = runs
     print(json.dumps({engine: runs}))
-    assert large["documents"] == 10 * small["documents"] and large["tokens"] > 9 * small["tokens"]  # the work grew tenfold
+    # the work grew tenfold
+    assert large["documents"] == 10 * small["documents"] and large["tokens"] > 9 * small["tokens"]
     assert large["peak_mb"] <= 1.2 * small["peak_mb"], runs
     assert small["plan"] == large["plan"] == engine
