@@ -242,7 +242,7 @@ print(json.dumps({"wall_s": round(time.perf_counter() - t, 1), "driver_cpu_s": r
 
 
 def mix_corpus(words: pa.Array, n: int, root: Path, seed: int, shard_docs: int) -> Path:
-    """n documents of real-text windows (about 48 words), 70% web pages in five tiers, 30% forum posts."""
+    """n documents of real-text windows (about 48 words), 70% web pages in five tiers, 30% labelled question-answer."""
     from assay.pipeline.dataset import write_table
     from assay.pipeline.schema import DOC_SCHEMA, conform
 
@@ -256,7 +256,7 @@ def mix_corpus(words: pa.Array, n: int, root: Path, seed: int, shard_docs: int) 
     tiers = np.array(["High", "Medium-High", "Medium", "Medium-Low", "Low"])[rng.integers(0, 5, n)]
     schema = pa.schema(list(DOC_SCHEMA) + [pa.field("tier", pa.string())])
     table = conform(table.set_column(table.schema.get_field_index("content_type"), "content_type",
-                                     pa.array(np.where(web, "web", "forum"))), DOC_SCHEMA)
+                                     pa.array(np.where(web, "web", "qa"))), DOC_SCHEMA)
     table = table.append_column(schema.field("tier"), pa.array(np.where(web, tiers, None).tolist(), pa.string()))
     return write_table(table, root / "docs", shards=max(1, n // shard_docs))
 
@@ -285,10 +285,10 @@ def mode_mix(args) -> dict:
             src = lambda kind: {"path": str(corpus), "content_types": [kind]}  # noqa: E731
             data = {"name": f"scale-{label}", "seed": 1, "max_epochs": 2, "shard_tokens": 1 << 22,
                     "tokenizer": {"path": str(work / "tokenizer.json")},
-                    "sources": {"web": src("web"), "forum": src("forum")},
-                    "stages": [{"id": "broad", "tokens": 40 * n, "seq_len": 1024, "mix": {"web": 3, "forum": 1},
+                    "sources": {"web": src("web"), "qa": src("qa")},
+                    "stages": [{"id": "broad", "tokens": 40 * n, "seq_len": 1024, "mix": {"web": 3, "qa": 1},
                                 "tiers": {"web": ["High", "Medium-High", "Medium"]}},
-                               {"id": "anneal", "tokens": 10 * n, "seq_len": 1024, "mix": {"web": 1, "forum": 1},
+                               {"id": "anneal", "tokens": 10 * n, "seq_len": 1024, "mix": {"web": 1, "qa": 1},
                                 "tiers": {"web": ["High"]}, "replay": {"share": 0.2, "from": ["broad"]}}]}
             if args.pack_docs:
                 data["pack_docs"] = args.pack_docs
