@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import xxhash
 from pydantic import Field
 
-from assay.dedup.hashing import hash_strings
 from assay.pipeline import storage
 from assay.pipeline.dataset import REJECTS_DIR, artifact_path, atomic_write_bytes, write_artifact
 from assay.pipeline.schema import REJECT_DETAIL, REJECT_REASON, REJECT_STAGE
@@ -77,7 +77,8 @@ def bucket_of(doc_ids: pa.ChunkedArray, buckets: int) -> np.ndarray:
     """Each document's bucket, from its id alone."""
     if buckets == 1:
         return np.zeros(len(doc_ids), np.int64)
-    return (hash_strings(doc_ids.combine_chunks()) % np.uint64(buckets)).astype(np.int64)
+    return np.fromiter((xxhash.xxh3_64_intdigest((i or "").encode()) % buckets for i in doc_ids.to_pylist()), np.int64,
+                       len(doc_ids))
 
 
 @register("mix.pack")
