@@ -2,6 +2,7 @@
 
     python benchmarks/scale.py minhash --sizes 1000000 3000000 10000000   # spilling, time, quality
     python benchmarks/scale.py stages --small 1000                       # tokenize, tier, embed at 1x and 10x
+    python benchmarks/scale.py mix --small 20000 --engines spark ray     # `mix build`'s driver at 1x and 10x
 
 Figures merge into benchmarks/results/scale.json, each with the load average of this shared machine
 beside it (2 cores, other jobs running): CPU seconds are the figure to compare across sizes, wall
@@ -227,11 +228,105 @@ def mode_stages(args) -> dict:
     return out
 
 
+MIX_DRIVER = """
+import json, re, sys, time, resource
+from pathlib import Path
+t = time.perf_counter()
+from assay.pipeline.cli import main
+main(sys.argv[1:])
+use = resource.getrusage(resource.RUSAGE_SELF)
+hwm = int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1))
+print(json.dumps({"wall_s": round(time.perf_counter() - t, 1), "driver_cpu_s": round(use.ru_utime + use.ru_stime, 1),
+                  "driver_peak_rss_mb": round(hwm / 1024)}))
+"""
+
+
+def mix_corpus(words: pa.Array, n: int, root: Path, seed: int, shard_docs: int) -> Path:
+    """n documents of real-text windows (about 48 words), 70% web pages in five tiers, 30% labelled question-answer."""
+    from assay.pipeline.dataset import write_table
+    from assay.pipeline.schema import DOC_SCHEMA, conform
+
+    texts, _ = generate(words, n, np.random.default_rng(seed), dup_rate=0)
+    path = write_chunk(texts, 0, root / "plain", shards=1)
+    from assay.pipeline.dataset import Dataset
+
+    table = Dataset(path).read()
+    rng = np.random.default_rng(seed + 1)
+    web = rng.random(n) < 0.7
+    tiers = np.array(["High", "Medium-High", "Medium", "Medium-Low", "Low"])[rng.integers(0, 5, n)]
+    schema = pa.schema(list(DOC_SCHEMA) + [pa.field("tier", pa.string())])
+    table = conform(table.set_column(table.schema.get_field_index("content_type"), "content_type",
+                                     pa.array(np.where(web, "web", "qa"))), DOC_SCHEMA)
+    table = table.append_column(schema.field("tier"), pa.array(np.where(web, tiers, None).tolist(), pa.string()))
+    return write_table(table, root / "docs", shards=max(1, n // shard_docs))
+
+
+def mode_mix(args) -> dict:
+    """Peak RSS of `assay mix build`'s driver process (VmHWM: the driver alone, not Spark's JVM, Ray's
+    daemons or the workers) at `small` and 10x `small` documents, per engine: a two-stage mixture
+    (tier rules, replay) whose budgets grow with the corpus, so the work grows tenfold too."""
+    import yaml
+
+    from assay.mixer.tokenizer import train_bpe
+
+    words = word_pool()
+    out: dict = {}
+    work = Path(tempfile.mkdtemp(prefix="scale-mix-", dir=args.tmp))
+    try:
+        sizes = {"small": args.small, "large": 10 * args.small}
+        mixtures = {}
+        for label, n in sizes.items():
+            corpus = mix_corpus(words, n, work / label, args.seed, args.shard_docs)
+            if label == "small":
+                from assay.pipeline.dataset import Dataset
+
+                sample = Dataset(corpus).read(columns=["text"]).column("text").slice(0, 2000).to_pylist()
+                train_bpe(sample, 4096).save(str(work / "tokenizer.json"))
+            src = lambda kind: {"path": str(corpus), "content_types": [kind]}  # noqa: E731
+            data = {"name": f"scale-{label}", "seed": 1, "max_epochs": 2, "shard_tokens": 1 << 22,
+                    "tokenizer": {"path": str(work / "tokenizer.json")},
+                    "sources": {"web": src("web"), "qa": src("qa")},
+                    "stages": [{"id": "broad", "tokens": 40 * n, "seq_len": 1024, "mix": {"web": 3, "qa": 1},
+                                "tiers": {"web": ["High", "Medium-High", "Medium"]}},
+                               {"id": "anneal", "tokens": 10 * n, "seq_len": 1024, "mix": {"web": 1, "qa": 1},
+                                "tiers": {"web": ["High"]}, "replay": {"share": 0.2, "from": ["broad"]}}]}
+            if args.pack_docs:
+                data["pack_docs"] = args.pack_docs
+            mixtures[label] = work / f"{label}.yaml"
+            mixtures[label].write_text(yaml.safe_dump(data))
+        for engine in args.engines:
+            runs = {}
+            for label, n in sizes.items():
+                target = work / f"out-{engine}-{label}"
+                load = os.getloadavg()[0]
+                res = subprocess.run(["nice", "-n", "10", sys.executable, "-c", MIX_DRIVER, "mix", "build",
+                                      str(mixtures[label]), str(target), "--engine", engine, "--workers", "2",
+                                      "--no-report"] + (["--spark-master", "local[2]"] if engine == "spark" else []),
+                                     capture_output=True, text=True)
+                if res.returncode != 0:
+                    raise RuntimeError(res.stderr[-3000:])
+                got = json.loads(res.stdout.strip().splitlines()[-1])
+                broad = json.loads((target / "broad" / "_manifest.json").read_text())
+                got.update(documents=n, broad_tokens=broad["mix"]["tokens"], pack_plan=broad.get("plan"),
+                           buckets=broad.get("stats", {}).get("pack", {}).get("buckets", 1),
+                           load_average=[round(load, 1), round(os.getloadavg()[0], 1)])
+                runs[label] = got
+                subprocess.run(["rm", "-rf", str(target)])
+                print(engine, label, json.dumps(got), flush=True)
+            runs["peak_rss_ratio"] = round(runs["large"]["driver_peak_rss_mb"] / runs["small"]["driver_peak_rss_mb"], 3)
+            out[engine] = runs
+    finally:
+        subprocess.run(["rm", "-rf", str(work)])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["minhash", "stages"])
+    ap.add_argument("mode", choices=["minhash", "stages", "mix"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 3_000_000, 10_000_000])
     ap.add_argument("--small", type=int, default=1000)
+    ap.add_argument("--engines", nargs="+", default=["spark", "ray"], help="mix: engines to build on")
+    ap.add_argument("--pack-docs", type=int, default=10_000, help="mix: the mixture's pack_docs (0: leave it out)")
     ap.add_argument("--only", nargs="*", help="stages: run only these of tokenize, tier, embed")
     ap.add_argument("--shard-docs", type=int, default=500, help="stages: documents per input shard")
     ap.add_argument("--batch-rows", type=int, default=250, help="stages: rows per batch (0: each stage's own)")
@@ -241,7 +336,7 @@ def main() -> None:
     ap.add_argument("--window-words", type=int, nargs=2, default=[4, 8], help="minhash: words per window")
     ap.add_argument("--tmp", default=None, help="folder for the generated corpora (default: the system's)")
     args = ap.parse_args()
-    result = {"minhash": mode_minhash, "stages": mode_stages}[args.mode](args)
+    result = {"minhash": mode_minhash, "stages": mode_stages, "mix": mode_mix}[args.mode](args)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     key = args.key or args.mode

@@ -8,7 +8,7 @@ reaches:
     OUT/tokenizer/              `mix.tokenizer`: _artifacts/tokenizer.json, trained or loaded + specials
     OUT/tokenizer.json          a copy of it, for other mixtures and tools to name (`tokenizer: {path: ...}`)
     OUT/tokenized-<name>/       `mix.tokenize` of each distinct source dataset (any engine)
-    OUT/<stage id>/             `mix.pack` of each training stage: token shards + manifest
+    OUT/<stage id>/             `mix.pack` of each training stage: token shards + manifest (any engine)
     OUT/plan.json               the plan the stages were built from
 """
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import Any, Callable
 
 from assay.pipeline import storage
 from assay.pipeline.dataset import Dataset, atomic_write_text, read_json_safe
+from assay.pipeline.engines import get_engine
 from assay.pipeline.errors import UserError
 from assay.pipeline.runner import RUN_LOG, StageResult, check_workdir, run_stage
 
 from .packstage import Pack
-from .plan import Slot, plan_mixture, precision_notes
-from .pools import Pool
+from .plan import SlotTotals, plan_mixture, precision_notes, stage_sources
 from .recipe import Mixture
 from .tokenize import Tokenize
 from .tokenizer import SPECIALS, TOKENIZER_JSON, PrepareTokenizer, Vocab
@@ -109,13 +109,11 @@ def tokenize_sources(mixture: Mixture, out: Path, engine: str, options: dict | N
 
 
 def plan(mixture: Mixture, out: Path, engine: str = "local", options: dict | None = None,
-         log: Callable[[str], Any] = print) -> tuple[dict[str, list[Slot]], dict[str, Path]]:
+         log: Callable[[str], Any] = print) -> tuple[dict[str, list[SlotTotals]], dict[str, Path]]:
     """Tokenize (cached) and plan; raises PlanError when a budget cannot be met."""
     out = storage.as_path(out)
     tokenized = tokenize_sources(mixture, out, engine, options, log)
-    pools: dict[Path, Pool] = {}
-    by_source = {name: pools.setdefault(path, Pool.load(path)) for name, path in tokenized.items()}
-    slots = plan_mixture(mixture, by_source)
+    slots = plan_mixture(mixture, tokenized, get_engine(engine, options))
     notes = precision_notes(mixture, slots)
     shown = (read_json_safe(out / PLAN_FILE) or {}).get("notes")
     for note in notes if notes != shown else ():  # said when the plan was made, not again on every rerun
@@ -134,13 +132,13 @@ def build(mixture: Mixture, out: str | Path, engine: str = "local", options: dic
     tok_path = storage.resolve(tokenizer_path(out))
     results = []
     for index, stage in enumerate(mixture.stages):
-        used = sorted({s.source for s in slots[stage.id]})
+        used = stage_sources(mixture, stage.id)
         inputs = list(dict.fromkeys(tokenized[name] for name in used))
         params = {"mixture": _trimmed(mixture, index, used), "stage": stage.id,
                   "inputs": {name: inputs.index(tokenized[name]) for name in used},
                   "tokenizer": str(tok_path), "specials": specials(mixture)}
-        # packing is one seeded pass on the driver whatever the engine (see packstage.py)
-        result = run_stage(Pack(params, stage_id=stage.id), inputs, out / stage.id, engine="local",
+        # packed in buckets of documents on the engine's workers (see packstage.py)
+        result = run_stage(Pack(params, stage_id=stage.id), inputs, out / stage.id, engine=engine, options=options,
                            owner=_owner(mixture))
         _log_result(result, log)
         results.append(result)

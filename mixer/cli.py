@@ -13,8 +13,8 @@ ENGINES = click.Choice(["local", "spark", "ray"])
 def _engine_opts(f):
     f = click.option("--ray-address", default=None, help="Ray cluster address, e.g. 127.0.0.1:6379")(f)
     f = click.option("--spark-master", default=None, help="Spark master URL, e.g. spark://127.0.0.1:7077")(f)
-    f = click.option("--workers", type=int, default=0, help="Parallel tokenize tasks; 0 = all cores")(f)
-    return click.option("--engine", "-e", type=ENGINES, default="local", help="Engine for tokenization")(f)
+    f = click.option("--workers", type=int, default=0, help="Parallel tokenize and pack tasks; 0 = all cores")(f)
+    return click.option("--engine", "-e", type=ENGINES, default="local", help="Engine for tokenization and packing")(f)
 
 
 def _options(workers, spark_master, ray_address) -> dict | None:

@@ -33,15 +33,20 @@ class Pool:
     docs: pa.Table  # STREAM_INDEX_SCHEMA, all shards in order
 
     @classmethod
-    def load(cls, path: str | Path) -> "Pool":
+    def load(cls, path: str | Path, indexes: list[int] | None = None) -> "Pool":
+        """The doc index of a tokenized dataset's shards (all of them, or those `indexes` name)."""
         ds = TokenDataset(path)
         tables, shards = [], []
-        for index in ds.shard_indexes():
+        for index in ds.shard_indexes() if indexes is None else indexes:
             table = conform(ds.docs(index), STREAM_INDEX_SCHEMA)
             tables.append(table)
             shards.append(np.full(table.num_rows, index, np.int32))
         docs = pa.concat_tables(tables) if tables else STREAM_INDEX_SCHEMA.empty_table()
-        pool = cls(ds.path, np.concatenate(shards) if shards else np.zeros(0, np.int32), docs)
+        return cls.of(ds.path, np.concatenate(shards) if shards else np.zeros(0, np.int32), docs)
+
+    @classmethod
+    def of(cls, path: str | Path, shard: np.ndarray, docs: pa.Table) -> "Pool":
+        pool = cls(path, shard, docs)
         pool._cache()
         return pool
 

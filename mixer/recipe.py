@@ -172,6 +172,8 @@ class Mixture(Strict):
     fim_content_types: list[str] = Field(default_factory=lambda: ["code"])
     shard_tokens: int = Field(1 << 24, ge=1024, description="Tokens per output shard (rounded to whole rows)")
     lookahead: int = Field(512, ge=1, description="Documents the best-fit packer chooses among")
+    pack_docs: int = Field(250_000, ge=1, description="Input documents per packing task, about: a stage is drawn "
+                           "and packed in buckets of documents (by id), one task each, on the engine's workers")
     sources: dict[str, SourceSpec] = Field(min_length=1)
     stages: list[StageSpec] = Field(min_length=1)
     _base_dir: Path | None = None
