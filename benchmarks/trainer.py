@@ -13,6 +13,7 @@ training step (forward, backward, AdamW).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -323,6 +324,7 @@ NOISE_VARIANTS: dict[str, dict] = {
     "muon-biasdecay-1M": {"moe": {"bias_rate": [{"value": 0.01, "until_fraction": 0.3}, {"value": 0.001}]},
                           "optim": {"name": "muon"}},
     "muon-1M-tele": {"optim": {"name": "muon"}},  # muon-1M again, with router telemetry
+    "muon-sigmoid-1M": {"moe": {"score": "sigmoid", "normalize_gates": False}, "optim": {"name": "muon"}},
     "warm10-1M": {"optim": {"warmup_fraction": 0.1}},
     "warm20-1M": {"optim": {"warmup_fraction": 0.2}},
     "warm20-cos0-1M": {"optim": {"warmup_fraction": 0.2, "min_lr_ratio": 0.0}},
@@ -414,7 +416,7 @@ def gap_stats(a: list[float], b: list[float]) -> dict:
 
 
 def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None = None, seeds: int = 5,
-            workers: int = 2, paired_only: bool = False) -> dict:
+            workers: int = 1, paired_only: bool = False) -> dict:
     """The known-order check on corpora the protocol was never tuned on: clean and junk30 on seeds 0-2
     (paired), then junk10 on seeds 0-2 and clean on `seeds` seeds (seed-to-seed std) unless
     `paired_only`; CPU time per pair of arms."""
@@ -425,6 +427,8 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
 
     out: dict = {}
     base = ROOT / ".bench" / "known-order"
+    proto = hashlib.sha256(json.dumps(known_order_config({"clean": "", "eval": ""}, tokens), sort_keys=True)
+                           .encode()).hexdigest()[:8]  # runs of another protocol are never reused
     for kind in kinds:
         work = base / kind
         docs = _corpora.corpus(kind)
@@ -438,7 +442,7 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
         jobs = [([kind, arm, seed], dict(known_order_config({"clean": paths[arm], "eval": paths["eval"]}, tokens),
                                          seed=seed)) for arm, seed in order]
         print(f"{kind}: {len(jobs)} runs", flush=True)
-        res = {tuple(r["key"][1:]): r for r in run_grid(jobs, work / "runs.jsonl", work / "runs", workers)}
+        res = {tuple(r["key"][1:]): r for r in run_grid(jobs, work / f"runs-{proto}.jsonl", work / "runs", workers)}
         bpb: dict[str, list[float]] = {}
         for arm in ("clean", "junk30", "junk10"):
             bpb[arm] = [res[(arm, s)]["bpb"] for s in range(seeds) if (arm, s) in res]
