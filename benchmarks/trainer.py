@@ -395,6 +395,10 @@ def summarize_noise(done: list[dict], variants: list[str]) -> dict:
             if n > 1:
                 row[metric].update(gap_stats(vals["clean"][:n], vals["junk30"][:n]),
                                    paired_diff_std=round(float(np.std(d, ddof=1)), 4))
+            m = min(len(vals["clean"]), len(vals["junk10"]))
+            if m > 1:
+                row[metric]["junk10"] = [round(x, 4) for x in vals["junk10"]]
+                row[metric]["junk10_vs_clean"] = gap_stats(vals["clean"][:m], vals["junk10"][:m])
         cpu = [res[(v, a, s)]["cpu_s"] for a in ("clean", "junk30") for s in range(3) if (v, a, s) in res]
         row["cpu_s_per_run"] = round(float(np.mean(cpu)), 1) if cpu else None
         out[v] = row
@@ -452,8 +456,8 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
                "junk30": gap_stats(bpb["clean"][:3], bpb["junk30"]),
                "cpu_seconds_clean_vs_junk30_3_seeds": round(sum(res[(arm, s)]["cpu_s"] for arm in ("clean", "junk30")
                                                                 for s in range(3)), 1),
-               "load_max_mean_final": {arm: [res[(arm, s)]["load_max_mean"][-1] for s in range(3)]
-                                       for arm in ("clean", "junk30")}}
+               "load_max_mean_final": {arm: [(res[(arm, s)].get("load_max_mean") or [None])[-1] for s in range(3)]
+                                       for arm in ("clean", "junk30")}}  # None: a dense proxy
         if len(bpb["junk10"]) == 3:
             row["junk10"] = gap_stats(bpb["clean"][:3], bpb["junk10"])
         out[kind] = row
