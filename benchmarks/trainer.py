@@ -13,6 +13,7 @@ training step (forward, backward, AdamW).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -261,7 +262,7 @@ def _run_probe(key: list, raw: dict, run_dir: str, averages: dict) -> dict:
 
     curve, eval_cpu = [], 0.0
     quarters = {int(total * q / 4) for q in (1, 2, 3)}
-    load = []
+    load, router = [], []  # per telemetry window: busiest/mean load; per layer (entropy, confidence, bias spread)
     for step in range(1, total + 1):
         tr.step()
         with torch.no_grad():
@@ -273,9 +274,11 @@ def _run_probe(key: list, raw: dict, run_dir: str, averages: dict) -> dict:
                     a["n"] += 1
                     for w, p in zip(a["w"], params):
                         w.lerp_(p, 1 / a["n"])
-        if step % 25 == 0 or step == total:
-            load.append(round(max(m.telemetry(10, 0.1)["load_max_mean"] for m in tr.model.moe_layers()), 3)
-                        if tr.model.moe_layers() else None)
+        if (step % 25 == 0 or step == total) and tr.model.moe_layers():
+            tele = [m.telemetry(10, 0.1) for m in tr.model.moe_layers()]
+            load.append(round(max(t["load_max_mean"] for t in tele), 3))
+            router.append([[t["router_entropy"], t["routing_confidence"], round(t["bias_max"] - t["bias_min"], 3)]
+                           for t in tele])
         if step in quarters:
             t = time.process_time()
             curve.append([step * tr.tokens_per_step, round(score(), 4)])
@@ -283,7 +286,7 @@ def _run_probe(key: list, raw: dict, run_dir: str, averages: dict) -> dict:
     t = time.process_time()
     final = score()
     curve.append([total * tr.tokens_per_step, round(final, 4)])
-    out = {"key": key, "bpb": final, "curve": curve, "load_max_mean": load}
+    out = {"key": key, "bpb": final, "curve": curve, "load_max_mean": load, "router": router}
     with torch.no_grad():
         saved = [p.detach().clone() for p in params]
         for name, a in avg.items():
@@ -307,6 +310,24 @@ NOISE_VARIANTS: dict[str, dict] = {
     "base-2M": {"tokens": 2_000_000},
     "cos0-2M": {"tokens": 2_000_000, "optim": {"min_lr_ratio": 0.0}},
     "wsd0-2M": {"tokens": 2_000_000, "optim": {"min_lr_ratio": 0.0, "schedule": "wsd", "decay_fraction": 0.3}},
+    "cos0-1M": {"optim": {"min_lr_ratio": 0.0}},
+    "muon-1M": {"optim": {"name": "muon"}},
+    "muon-cos0-1M": {"optim": {"name": "muon", "min_lr_ratio": 0.0}},
+    "muon-warm10-1M": {"optim": {"name": "muon", "warmup_fraction": 0.1}},
+    "muon-2M": {"tokens": 2_000_000, "optim": {"name": "muon"}},
+    "muon-cos0-2M": {"tokens": 2_000_000, "optim": {"name": "muon", "min_lr_ratio": 0.0}},
+    "dense-muon-1M": {"moe": {"num_experts": 1}, "optim": {"name": "muon"}},
+    "muon-e8k2-1M": {"moe": {"num_experts": 8, "top_k": 2, "expert_hidden": 64}, "optim": {"name": "muon"}},
+    "muon-seqbal-1M": {"moe": {"seq_balance_coef": 0.01}, "optim": {"name": "muon"}},
+    "muon-bias05-1M": {"moe": {"bias_rate": [{"value": 0.05, "until_fraction": 0.1}, {"value": 0.01}]},
+                       "optim": {"name": "muon"}},
+    "muon-biasdecay-1M": {"moe": {"bias_rate": [{"value": 0.01, "until_fraction": 0.3}, {"value": 0.001}]},
+                          "optim": {"name": "muon"}},
+    "muon-1M-tele": {"optim": {"name": "muon"}},  # muon-1M again, with router telemetry
+    "muon-sigmoid-1M": {"moe": {"score": "sigmoid", "normalize_gates": False}, "optim": {"name": "muon"}},
+    "warm10-1M": {"optim": {"warmup_fraction": 0.1}},
+    "warm20-1M": {"optim": {"warmup_fraction": 0.2}},
+    "warm20-cos0-1M": {"optim": {"warmup_fraction": 0.2, "min_lr_ratio": 0.0}},
 }
 
 
@@ -317,7 +338,7 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def noise(variants: list[str], seeds: int = 3, arms=("clean", "junk30"), workers: int = 2) -> dict:
+def noise(variants: list[str], seeds: int = 3, arms=("clean", "junk30"), workers: int = 1) -> dict:
     """Seed-to-seed noise of the known-order proxy under each variant, on the tuning corpus only."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     import multiprocessing
@@ -344,7 +365,7 @@ def noise(variants: list[str], seeds: int = 3, arms=("clean", "junk30"), workers
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
             futs = [pool.submit(_run_probe, k, raw, str(work / "runs" / "-".join(map(str, k))), AVERAGES)
                     for k, raw in jobs]
-            for fut in as_completed(futs):
+            for fut in as_completed(futs):  # one at a time with workers=1 (a shared machine)
                 res = fut.result()
                 done.append(res)
                 with open(log, "a") as fh:
@@ -374,6 +395,10 @@ def summarize_noise(done: list[dict], variants: list[str]) -> dict:
             if n > 1:
                 row[metric].update(gap_stats(vals["clean"][:n], vals["junk30"][:n]),
                                    paired_diff_std=round(float(np.std(d, ddof=1)), 4))
+            m = min(len(vals["clean"]), len(vals["junk10"]))
+            if m > 1:
+                row[metric]["junk10"] = [round(x, 4) for x in vals["junk10"]]
+                row[metric]["junk10_vs_clean"] = gap_stats(vals["clean"][:m], vals["junk10"][:m])
         cpu = [res[(v, a, s)]["cpu_s"] for a in ("clean", "junk30") for s in range(3) if (v, a, s) in res]
         row["cpu_s_per_run"] = round(float(np.mean(cpu)), 1) if cpu else None
         out[v] = row
@@ -395,7 +420,7 @@ def gap_stats(a: list[float], b: list[float]) -> dict:
 
 
 def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None = None, seeds: int = 5,
-            workers: int = 2, paired_only: bool = False) -> dict:
+            workers: int = 1, paired_only: bool = False) -> dict:
     """The known-order check on corpora the protocol was never tuned on: clean and junk30 on seeds 0-2
     (paired), then junk10 on seeds 0-2 and clean on `seeds` seeds (seed-to-seed std) unless
     `paired_only`; CPU time per pair of arms."""
@@ -406,6 +431,8 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
 
     out: dict = {}
     base = ROOT / ".bench" / "known-order"
+    proto = hashlib.sha256(json.dumps(known_order_config({"clean": "", "eval": ""}, tokens), sort_keys=True)
+                           .encode()).hexdigest()[:8]  # runs of another protocol are never reused
     for kind in kinds:
         work = base / kind
         docs = _corpora.corpus(kind)
@@ -419,7 +446,7 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
         jobs = [([kind, arm, seed], dict(known_order_config({"clean": paths[arm], "eval": paths["eval"]}, tokens),
                                          seed=seed)) for arm, seed in order]
         print(f"{kind}: {len(jobs)} runs", flush=True)
-        res = {tuple(r["key"][1:]): r for r in run_grid(jobs, work / "runs.jsonl", work / "runs", workers)}
+        res = {tuple(r["key"][1:]): r for r in run_grid(jobs, work / f"runs-{proto}.jsonl", work / "runs", workers)}
         bpb: dict[str, list[float]] = {}
         for arm in ("clean", "junk30", "junk10"):
             bpb[arm] = [res[(arm, s)]["bpb"] for s in range(seeds) if (arm, s) in res]
@@ -429,8 +456,8 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
                "junk30": gap_stats(bpb["clean"][:3], bpb["junk30"]),
                "cpu_seconds_clean_vs_junk30_3_seeds": round(sum(res[(arm, s)]["cpu_s"] for arm in ("clean", "junk30")
                                                                 for s in range(3)), 1),
-               "load_max_mean_final": {arm: [res[(arm, s)]["load_max_mean"][-1] for s in range(3)]
-                                       for arm in ("clean", "junk30")}}
+               "load_max_mean_final": {arm: [(res[(arm, s)].get("load_max_mean") or [None])[-1] for s in range(3)]
+                                       for arm in ("clean", "junk30")}}  # None: a dense proxy
         if len(bpb["junk10"]) == 3:
             row["junk10"] = gap_stats(bpb["clean"][:3], bpb["junk10"])
         out[kind] = row
@@ -447,6 +474,8 @@ def main(argv=None) -> int:
                     help="corpora: which ones, in order (docs is the split kept unseen; run it last)")
     ap.add_argument("--paired-only", action="store_true", help="corpora: only clean and junk30 on seeds 0-2")
     ap.add_argument("--variants", nargs="+", default=list(NOISE_VARIANTS), help="noise: which variants")
+    ap.add_argument("--seeds", type=int, default=3, help="noise: seeds 0..N-1 per arm")
+    ap.add_argument("--arms", nargs="+", default=["clean", "junk30"], help="noise: which arms")
     args = ap.parse_args(argv)
     modes = [args.only] if args.only else ["speed", "gpu"] + (["ablation"] if args.ablation else [])
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
@@ -454,7 +483,7 @@ def main(argv=None) -> int:
         if mode == "ablation":
             results[mode] = ablation(tokens=args.ablation_tokens)
         elif mode == "noise":
-            results[mode] = dict(results.get(mode, {}), **noise(args.variants))
+            results[mode] = dict(results.get(mode, {}), **noise(args.variants, args.seeds, tuple(args.arms)))
         elif mode == "corpora":
             results[mode] = dict(results.get(mode, {}), **corpora(tuple(args.kinds), paired_only=args.paired_only))
         else:

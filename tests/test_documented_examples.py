@@ -29,7 +29,7 @@ SLOW = {
         "a Spark cluster writing to an S3 store",
     "assay train examples/train/tiny.yaml --out runs/tiny": "proxy training",
     "assay eval runs/tiny --data held_out=runs/train-data/eval": "a trained proxy",
-    "assay ablate examples/train/ablation.yaml --out runs/ablation": "8 proxy trainings",
+    "assay ablate examples/train/ablation.yaml --out runs/ablation": "6 proxy trainings",
     "assay quality build-models --out models/": "trains the shipped quality models (70 s of CPU)",
     # LLM generation through the served SmolLM2 on CPU: minutes each (2-8 candidates of up to 512 tokens).
     "assay quality annotate runs/x/deduped grades.jsonl --backend openai --base-url http://127.0.0.1:8000/v1 --model M":
