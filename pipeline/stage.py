@@ -514,7 +514,8 @@ class FitApplyStage(MapStage):
     apply as a map stage.
 
     Implement `fit(table, state) -> state` (called per batch; state starts as None), `reduce(states)
-    -> artifact` (partial states in shard order; must be deterministic), and `apply(table,
+    -> artifact` (partial states in shard order; must be deterministic), optionally `combine(states)
+    -> state` (then the reduce is a tree on the workers), and `apply(table,
     artifact) -> table`. The artifact is saved as JSON in the output's `_artifacts/fit.json`
     (override save_artifact/load_artifact for other formats). Partial states are stored per shard
     under `_fit/` (codec.py: data only, never pickle), so a killed fit resumes shard by shard."""
@@ -526,6 +527,16 @@ class FitApplyStage(MapStage):
 
     def reduce(self, states: list[Any]) -> Any:
         raise NotImplementedError
+
+    def combine(self, states: list[Any]) -> Any:
+        """Optional: fold partial states (in shard order, None for an empty shard) into one state that
+        `reduce` takes like any other. A stage that has it is reduced as a tree on the workers, so
+        the driver never holds more than a few states (runner.TREE_FAN_IN), whatever the number of
+        shards; one without it hands every state to the driver's `reduce`."""
+        raise NotImplementedError
+
+    def combines(self) -> bool:
+        return type(self).combine is not FitApplyStage.combine
 
     def apply(self, table: pa.Table, artifact: Any) -> pa.Table:
         raise NotImplementedError

@@ -113,16 +113,22 @@ def _id_fraction(table: pa.Table) -> np.ndarray:
     return np.array([int(h, 16) / 16 ** len(h) if h else 0.0 for h in head])
 
 
-def make_calibration(states: list[dict], ensemble: str = "max", cutoffs: dict[str, int] | None = None,
-                     scorers: list[str] | None = None) -> dict[str, Any]:
-    merged: dict[str, np.ndarray] = {}
-    joint = {"key": np.zeros(0, np.uint64), "w": np.zeros(0), "scores": {}}
+def merge_histograms(states: list[dict | None]) -> dict:
+    """Several fit_histograms states as one: histograms added, joint samples merged (and trimmed)."""
+    merged: dict[str, Any] = {JOINT: {"key": np.zeros(0, np.uint64), "w": np.zeros(0), "scores": {}}}
     for state in states:
         for name, hist in (state or {}).items():
             if name == JOINT:
-                _merge_joint(joint, hist)
+                _merge_joint(merged[JOINT], hist)
             else:
                 merged[name] = merged.get(name, np.zeros(BINS)) + hist
+    return merged
+
+
+def make_calibration(states: list[dict], ensemble: str = "max", cutoffs: dict[str, int] | None = None,
+                     scorers: list[str] | None = None) -> dict[str, Any]:
+    merged = merge_histograms(states)
+    joint = merged.pop(JOINT)
     out: dict[str, Any] = {"version": 1, "bins": BINS, "buckets": BUCKETS, "ensemble": ensemble,
                            "cutoffs": cutoffs or dict(DEFAULT_CUTOFFS), "scorers": {}}
     for name in sorted(merged):
@@ -263,6 +269,9 @@ class Calibrate(FitApplyStage):
 
     def fit(self, table: pa.Table, state: Any) -> Any:
         return fit_histograms(table, self.params.scorers, state, self.params.sample)
+
+    def combine(self, states: list[Any]) -> Any:
+        return merge_histograms(states)
 
     def reduce(self, states: list[Any]) -> Any:
         return make_calibration(states, self.params.ensemble or "max", self.params.cutoffs, self.params.scorers or None)

@@ -71,6 +71,9 @@ class Cluster(WithEmbeddings, FitApplyStage):
         }
         return _bottom(self.params.sample, [s for s in (state, part) if s])
 
+    def combine(self, states: list[dict | None]) -> dict | None:
+        return _bottom(self.params.sample, [s for s in states if s])
+
     def reduce(self, states: list[dict | None]) -> dict:
         from . import kmeans, terms
 

@@ -169,9 +169,12 @@ class Mine(WithEmbeddings, FitApplyStage):
         }
         return _top_per_item(_concat([state, part]) if state else part, self.params.candidates)
 
+    def combine(self, states: list[dict | None]) -> dict:
+        return _top_per_item(_concat([s for s in states if s] or [_empty()]), self.params.candidates)
+
     def reduce(self, states: list[dict | None]) -> dict:
         p = self.params
-        pool = _top_per_item(_concat([s for s in states if s] or [_empty()]), p.candidates)
+        pool = self.combine(states)
         score = (1 - p.density_weight) * pool["sim"] + p.density_weight * pool["density"]
         # per item, best first (ties: id hash, the same on every engine)
         order = np.lexsort((pool["hash"], -score, pool["item"]))

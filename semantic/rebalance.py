@@ -115,11 +115,15 @@ class Rebalance(FitApplyStage):
         np.minimum.at(part["anchor"], cluster[ok], hashes[ok])
         return _merge(state, part) if state else part
 
-    def reduce(self, states: list[dict | None]) -> dict:
+    def combine(self, states: list[dict | None]) -> dict | None:
         total = None
         for s in states:
             if s:
                 total = _merge(total, s) if total else s
+        return total
+
+    def reduce(self, states: list[dict | None]) -> dict:
+        total = self.combine(states)
         if total is None:
             total = {"docs": np.zeros(0, np.int64), "mass": np.zeros(0), "anchor": np.zeros(0, np.uint64)}
         weights, how = weights_for(total["mass"], self.params)

@@ -142,6 +142,17 @@ class LengthCentered(FitApplyStage):
         return set_column(table, "length_centered", lengths - artifact["mean"], pa.float64())
 
 
+class TreeLengthCentered(LengthCentered):
+    """LengthCentered whose partial states combine (so it is reduced as a tree on the workers); the
+    artifact records how many states the driver's reduce was handed."""
+
+    def combine(self, states):
+        return (sum(s[0] for s in states if s), sum(s[1] for s in states if s))
+
+    def reduce(self, states):
+        return dict(super().reduce(states), states_reduced=len(states))
+
+
 class CharCounts(MapStage):
     """A side dataset keyed by id: just `id` and `n_chars`, no text."""
 

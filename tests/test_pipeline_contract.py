@@ -3,6 +3,7 @@ lifecycle, on every engine."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 
 import numpy as np
@@ -17,7 +18,8 @@ from assay.pipeline.stats import Stats, merge_stats, quantile
 from assay.pipeline.tokens import LOSS, PAD, TokenDataset
 
 from conftest import LOCAL_OPTIONS, RAY_OPTIONS, SPARK_OPTIONS
-from stages_for_tests import ByteTokens, CharCounts, LengthCentered, Lifecycle, Resample, Sentences
+from stages_for_tests import (ByteTokens, CharCounts, LengthCentered, Lifecycle, Resample, Sentences,
+                              TreeLengthCentered)
 
 ENGINES = [
     pytest.param("local", LOCAL_OPTIONS, id="local"),
@@ -49,6 +51,45 @@ def _engine(name, options, request):
     if name != "local":
         request.getfixturevalue(f"{name}_engine")
     return get_engine(name, options)
+
+
+@pytest.mark.parametrize("engine, options", ENGINES)
+def test_fit_states_of_many_shards_are_combined_on_the_workers(engine, options, tmp_path, request):
+    """#31: a fit-then-apply stage reduced every shard's state on the driver in one step, so the
+    driver held as many states as there were shards. A stage that can combine states is reduced as a
+    tree on the workers: 40 shards give the driver's reduce 3 states (groups of runner.TREE_FAN_IN),
+    with the artifact and the rows of one flat reduce, on every engine."""
+    from assay.pipeline import runner
+
+    many = write_table(_docs(120), tmp_path / "in", shards=40)
+    eng = _engine(engine, options, request)
+    tree = run_stage(TreeLengthCentered(), [many], tmp_path / "tree", engine=eng)
+    flat = run_stage(LengthCentered(), [many], tmp_path / "flat", engine=get_engine("local", {"workers": 1}))
+    assert runner.TREE_FAN_IN == 16 and tree.manifest["counts"]["rows_in"] == 120
+    artifact = json.loads((tmp_path / "tree" / "_artifacts" / "fit.json").read_text())
+    assert artifact.pop("states_reduced") == 3  # 40 -> groups of 16, 16, 8
+    assert artifact == json.loads((tmp_path / "flat" / "_artifacts" / "fit.json").read_text())
+    assert _rows(tmp_path / "tree") == _rows(tmp_path / "flat")
+    assert sorted(p.name for p in (tmp_path / "tree" / "_fit" / "_tree" / "level-0").iterdir()) == \
+        [f"group-{g:05d}.state" for g in range(3)]
+
+
+def test_a_damaged_fit_state_is_fitted_again_under_the_tree(tmp_path):
+    """Under the tree a damaged partial state (a worker reads it now, not the driver) still means that
+    shard is fitted again, and the artifact is the undamaged run's."""
+    many = write_table(_docs(120), tmp_path / "in", shards=40)
+    out = tmp_path / "tree"
+    run_stage(TreeLengthCentered(), [many], out, engine=get_engine("local", LOCAL_OPTIONS))
+    good = (out / "_artifacts" / "fit.json").read_text()
+    manifest = json.loads((out / "_manifest.json").read_text())
+    (out / "_manifest.json").unlink()  # as a run killed after its fit's states were written
+    (out / "_artifacts" / ".fit-done").unlink()
+    (out / "_artifacts" / "fit.json").unlink()
+    (out / "_lease.json").write_text(json.dumps({"fingerprint": manifest["fingerprint"], "pid": 2 ** 22 + 3,
+                                                 "host": os.uname().nodename, "producer": manifest["producer"]}))
+    (out / "_fit" / "part-00007.state").write_bytes(b"not a state")
+    run_stage(TreeLengthCentered(), [many], out, engine=get_engine("local", LOCAL_OPTIONS))
+    assert (out / "_artifacts" / "fit.json").read_text() == good
 
 
 @pytest.mark.parametrize("engine, options", ENGINES)
@@ -248,3 +289,31 @@ def test_a_second_spark_master_is_refused_not_ignored(spark_engine):
         get_spark("spark://127.0.0.1:7077")
     with pytest.raises(UserError, match="spark.sql.shuffle.partitions"):
         get_spark(SPARK_OPTIONS["spark_master"], {"spark.sql.shuffle.partitions": "3"})
+
+
+@pytest.mark.parametrize("stage_name, params", [("quality.calibrate", {"ensemble": "mean"}),
+                                                ("semantic.rebalance", {})])
+def test_real_fit_stages_reduce_the_same_as_a_tree(stage_name, params, tmp_path, monkeypatch):
+    """The stages that combine (quality calibration, semantic rebalancing) give the same artifact and
+    rows whether 40 shards' states are folded as a tree or handed to one reduce."""
+    from assay.pipeline import runner
+    from assay.pipeline.stage import resolve_stage
+
+    rng = np.random.default_rng(4)
+    table = _docs(400)
+    for name in ("quality_alpha", "quality_beta"):
+        table = table.append_column(name, pa.array(np.where(rng.random(400) < 0.1, np.nan, rng.random(400))))
+    table = table.append_column("cluster", pa.array(rng.integers(0, 12, 400), pa.int32()))
+    many = write_table(table, tmp_path / "in", shards=40)
+    one = get_engine("local", {"workers": 1})
+    run_stage(resolve_stage(stage_name)(params), [many], tmp_path / "tree", engine=one)
+    monkeypatch.setattr(runner, "TREE_FAN_IN", 10_000)
+    run_stage(resolve_stage(stage_name)(params), [many], tmp_path / "flat", engine=one)
+    assert (tmp_path / "tree" / "_fit" / "_tree").is_dir() and not (tmp_path / "flat" / "_fit" / "_tree").exists()
+    artifacts = [sorted(p.name for p in (tmp_path / k / "_artifacts").iterdir()) for k in ("tree", "flat")]
+    assert artifacts[0] == artifacts[1]
+    for name in artifacts[0]:
+        if not name.startswith("."):
+            assert (tmp_path / "tree" / "_artifacts" / name).read_bytes() == (tmp_path / "flat" / "_artifacts" / name).read_bytes(), name
+    as_text = [[json.dumps(r, sort_keys=True, default=str) for r in _rows(tmp_path / k)] for k in ("tree", "flat")]
+    assert as_text[0] == as_text[1]  # (NaN scores compare as text)
