@@ -4,6 +4,7 @@ the tests read, all committed in the repository (tests/fixtures/, examples/sampl
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -13,6 +14,12 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+# A suite started in the background of a script (`make test &`, nohup) inherits SIGINT ignored, and so
+# would every command the tests start: the Ctrl-C tests would see a command rightly ignoring Ctrl-C.
+# They test what a terminal's foreground job does, so the suite gives its children the default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[1]
 # Workers (forkserver, Spark executors, Ray workers) import test-only stages from here.
