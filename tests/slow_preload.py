@@ -4,5 +4,17 @@ import os
 import time
 from pathlib import Path
 
-Path(os.environ["ASSAY_TEST_PRELOAD_MARK"]).write_text(str(os.getpid()))
-time.sleep(float(os.environ.get("ASSAY_TEST_PRELOAD_SECONDS", "3")))
+if "ASSAY_TEST_PRELOAD_MARK" in os.environ:  # as a preload module
+    Path(os.environ["ASSAY_TEST_PRELOAD_MARK"]).write_text(str(os.getpid()))
+    time.sleep(float(os.environ.get("ASSAY_TEST_PRELOAD_SECONDS", "3")))
+
+
+class SlowToUnpickle:
+    """Rebuilding it in a new process takes `seconds`: a window in which a test removes what the
+    rest of the process's start-up data refers to."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def __reduce__(self):
+        return (time.sleep, (self.seconds,))

@@ -142,6 +142,30 @@ def test_ctrl_c_while_the_forkserver_imports_prints_nothing(tmp_path):
             os.killpg(driver.pid, signal.SIGKILL)
 
 
+def test_a_worker_starting_after_its_pool_is_gone_prints_nothing(tmp_path):
+    """A worker the forkserver starts while the driver stops after Ctrl-C found the pool's semaphores
+    removed and printed a FileNotFoundError traceback after the one-line message (CI, 1 run). Made
+    certain here: the worker's start-up data is slow to unpickle, and the semaphore it refers to is
+    removed meanwhile. The worker ends quietly (exit code 1, nothing printed)."""
+    script = (
+        "import sys, time, _multiprocessing\n"
+        f"sys.path.insert(0, {str(REPO / 'tests')!r})\n"
+        "from slow_preload import SlowToUnpickle\n"
+        "from assay.pipeline.engines.local import PRELOAD, mp_context\n"
+        "ctx = mp_context(PRELOAD)\n"
+        "lock = ctx.Lock()\n"
+        "p = ctx.Process(target=print, args=(SlowToUnpickle(2), lock))\n"
+        "p.start()\n"
+        "_multiprocessing.sem_unlink(lock._semlock.name)  # what the stopping driver does\n"
+        "p.join(30)\n"
+        "print('exit', p.exitcode, flush=True)\n"
+        "import os; os._exit(0)  # the lock's own clean-up would find its semaphore gone\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ASSAY_MP_START": "forkserver"})
+    assert done.returncode == 0 and "exit 1" in done.stdout, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and "FileNotFoundError" not in done.stderr, done.stderr
+
+
 def test_a_local_ray_goes_with_its_driver_killed_by_sigkill():
     """#29: after kill -9 of a driver running a local Ray, Ray's dashboard and runtime-env agents
     stayed up for up to a minute. Every process of that Ray is gone within 10 s."""

@@ -91,7 +91,7 @@ def pool_size(stage: Stage, options: EngineOptions, tasks: int) -> int:
     return n
 
 
-PRELOAD = ["pyarrow", "assay.pipeline.engines.base"]
+PRELOAD = ["assay.pipeline.engines.forkserver_init", "pyarrow", "assay.pipeline.engines.base"]
 
 
 def mp_context(preload: Sequence[str] = ()) -> mp.context.BaseContext:
@@ -170,7 +170,7 @@ class LocalEngine(Engine):
         workers = min(self.options.worker_count(), len(items))
         if workers <= 1:
             return [fn(item) for item in items]
-        ctx = mp_context()
+        ctx = mp_context(PRELOAD)
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                                    initargs=(None, None, os.getpid()))
         try:
