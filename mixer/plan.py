@@ -33,17 +33,17 @@ class PlanError(UserError):
     """A budget that cannot be met within an epoch cap (or from an empty pool)."""
 
 
+@dataclass
 class _SlotFacts:
     """What a slot's summary, the plan table and the checks read: shared by a `Slot` (over pools) and
-    its `SlotTotals` (added up over parts of them, on the workers)."""
+    its `SlotTotals` (added up over parts of them, on the workers), which add `available`."""
 
     stage: str
     source: str
-    origin: str
+    origin: str  # the stage whose rules select documents (itself, or the replayed stage)
     share: float
     target: float
     cap: float
-    available: float
 
     @property
     def replay(self) -> bool:
@@ -65,12 +65,6 @@ class _SlotFacts:
 
 @dataclass
 class Slot(_SlotFacts):
-    stage: str
-    source: str
-    origin: str  # the stage whose rules select documents (itself, or the replayed stage)
-    share: float
-    target: float
-    cap: float
     pool: Pool
     reasons: np.ndarray = field(repr=False)
     eligible: np.ndarray = field(repr=False)
@@ -95,12 +89,6 @@ class SlotTotals(_SlotFacts):
     """A slot's figures over some of its pools' documents (a shard, a bucket): they add up, so
     workers count them and the driver sums a few numbers per slot, never a document's."""
 
-    stage: str
-    source: str
-    origin: str
-    share: float
-    target: float
-    cap: float
     available: float = 0.0
     documents: int = 0
     longest: int = 0

@@ -262,25 +262,23 @@ def _fit(eng: Engine, stage: FitApplyStage, tasks: list[Task], out: Path, schema
         pending = [t for t in fit_tasks if t.index not in done]
         _run_tasks(eng, stage, pending, out, schema, progress, total=len(fit_tasks),
                    already=len(fit_tasks) - len(pending), label="fit")
-        states = _gather_states(eng, stage, fit_root, fit_tasks)
-        unreadable = [t for t, state in zip(fit_tasks, states) if state is _UNREADABLE]
+        states, unreadable = _gather_states(eng, stage, fit_root, fit_tasks)
         if unreadable:  # not what this stage stored (damaged, or planted): fit those shards again
             for t in unreadable:
                 storage.remove(fit_root / "_shards" / f"part-{t.index:05d}.json")
             _run_tasks(eng, stage, unreadable, out, schema, progress, total=len(fit_tasks),
                        already=len(fit_tasks) - len(unreadable), label="fit")
-            states = _gather_states(eng, stage, fit_root, fit_tasks)
-            if any(state is _UNREADABLE for state in states):
+            states, unreadable = _gather_states(eng, stage, fit_root, fit_tasks)
+            if unreadable:
                 raise StageFailed(f"stage {stage.stage_id!r}: its fit states in {fit_root} cannot be read back")
         stage.ensure_setup()
-        stage.save_artifact(out, stage.reduce([s for s in states if s is not _COMBINED]))
+        stage.save_artifact(out, stage.reduce(states))
         atomic_write_text(out / "_artifacts" / ".fit-done", "")
     markers = shard_markers(fit_root)
     return merge_stats(markers[t.index].get("stats") for t in fit_tasks)
 
 
 _UNREADABLE = object()
-_COMBINED = object()  # a state already folded into one the tree made
 TREE_FAN_IN = 16  # states a worker combines into one, and the most the driver's reduce ever holds
 
 
@@ -293,17 +291,17 @@ def _load_state(path) -> Any:
         return _UNREADABLE
 
 
-def _gather_states(eng: Engine, stage: FitApplyStage, fit_root: Path, fit_tasks: list[Task]) -> list[Any]:
-    """The states the driver reduces, in shard order. With more shards than TREE_FAN_IN and a stage
-    that can `combine`, the workers fold them in groups of TREE_FAN_IN, level by level, into at most
+def _gather_states(eng: Engine, stage: FitApplyStage, fit_root: Path,
+                   fit_tasks: list[Task]) -> tuple[list[Any], list[Task]]:
+    """The states the driver reduces, in shard order, and the fit tasks whose state cannot be read
+    (those shards must be fitted again). With more shards than TREE_FAN_IN and a stage that can
+    `combine`, the workers fold the states in groups of TREE_FAN_IN, level by level, into at most
     TREE_FAN_IN states, so the driver's memory does not grow with the number of shards. The tree's
-    shape depends on the number of shards alone: the same artifact on every engine.
-
-    Returns one entry per leaf: a state, _UNREADABLE (that shard must be fitted again) or _COMBINED,
-    with the tree's top states in the first places."""
+    shape depends on the number of shards alone: the same artifact on every engine."""
     leaves = [str(fit_root / f"part-{t.index:05d}.state") for t in fit_tasks]
     if len(leaves) <= TREE_FAN_IN or not stage.combines():
-        return [_load_state(path) for path in leaves]
+        states = [_load_state(path) for path in leaves]
+        return states, [t for t, state in zip(fit_tasks, states) if state is _UNREADABLE]
     from functools import partial
 
     tree = fit_root / "_tree"
@@ -312,15 +310,16 @@ def _gather_states(eng: Engine, stage: FitApplyStage, fit_root: Path, fit_tasks:
     while len(paths) > TREE_FAN_IN:
         groups = [paths[i : i + TREE_FAN_IN] for i in range(0, len(paths), TREE_FAN_IN)]
         outs = [str(tree / f"level-{level}" / f"group-{g:05d}.state") for g in range(len(groups))]
-        bad = [i for found in eng.map(partial(_combine_files, stage), list(zip(groups, outs))) for i in found]
+        bad = {p for found in eng.map(partial(_combine_files, stage), list(zip(groups, outs))) for p in found}
         if bad:
             if level:  # files this tree wrote a moment ago
                 raise StageFailed(f"stage {stage.stage_id!r}: combined fit states in {tree} cannot be read back")
-            unreadable = set(bad)
-            return [_UNREADABLE if path in unreadable else _COMBINED for path in leaves]
+            return [], [t for t, path in zip(fit_tasks, leaves) if path in bad]
         paths, level = outs, level + 1
-    top = [_load_state(path) for path in paths]
-    return top + [_COMBINED] * (len(leaves) - len(top))
+    states = [_load_state(path) for path in paths]
+    if any(state is _UNREADABLE for state in states):
+        raise StageFailed(f"stage {stage.stage_id!r}: combined fit states in {tree} cannot be read back")
+    return states, []
 
 
 def _combine_files(stage: FitApplyStage, item: tuple[list[str], str]) -> list[str]:
