@@ -163,3 +163,40 @@ def test_client_caps_the_answer_it_reads():
         thread.join(timeout=10)
         listener.close()
         assert sent[0] < 16 << 20, (head, sent[0])  # the client hung up long before the 64 MiB
+
+
+def test_ctrl_c_while_a_handler_thread_starts_is_not_swallowed(monkeypatch):
+    """SIGTERM/Ctrl-C raised in the server's loop while it waits for a handler thread to start (the
+    thread may already have answered and given its slot back) released the slot a second time: the
+    ValueError ('released too many times') replaced the interrupt, which the loop then swallowed as a
+    failed request, and `assay serve` never stopped (a CI run hung 60 s on SIGTERM). The interrupt goes
+    through and every slot is back exactly once."""
+    import socket
+    import threading
+    from http.server import BaseHTTPRequestHandler
+
+    from assay.synth.llm.serve import BoundedServer
+
+    class Quiet(BaseHTTPRequestHandler):
+        def handle(self):
+            pass
+
+    server = BoundedServer(("127.0.0.1", 0), Quiet, max_connections=2)
+    started = threading.Thread.start
+
+    def start_then_interrupt(thread):
+        started(thread)
+        thread.join()  # the handler has run and released its slot
+        raise KeyboardInterrupt
+
+    ours, theirs = socket.socketpair()
+    try:
+        monkeypatch.setattr(threading.Thread, "start", start_then_interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            server.process_request(ours, ("127.0.0.1", 1))
+        monkeypatch.undo()
+        assert server.slots.acquire(blocking=False) and server.slots.acquire(blocking=False)
+        assert not server.slots.acquire(blocking=False)  # two slots, no more
+    finally:
+        theirs.close()
+        server.server_close()

@@ -38,6 +38,17 @@ def _hostname(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
+def _once(fn):
+    """fn, callable any number of times from any thread, run at most once."""
+    gate = threading.Lock()
+
+    def call() -> None:
+        if gate.acquire(blocking=False):
+            fn()
+
+    return call
+
+
 class BoundedServer(ThreadingHTTPServer):
     """ThreadingHTTPServer with at most `max_connections` handler threads, and quiet about clients
     that went away."""
@@ -46,6 +57,7 @@ class BoundedServer(ThreadingHTTPServer):
 
     def __init__(self, address, handler, max_connections: int):
         self.slots = threading.BoundedSemaphore(max_connections)
+        self._releases: dict = {}  # request -> the one release of its slot
         super().__init__(address, handler)
 
     def process_request(self, request, client_address):
@@ -57,17 +69,23 @@ class BoundedServer(ThreadingHTTPServer):
                 pass
             self.shutdown_request(request)
             return
+        # Released once, by the handler thread or here: an interrupt while the thread starts may come
+        # after the thread has run and released, and a second release would replace the interrupt.
+        self._releases[request] = release = _once(self.slots.release)
         try:
             super().process_request(request, client_address)
-        except BaseException:  # no thread started: give the slot back
-            self.slots.release()
+        except BaseException:
+            self._releases.pop(request, None)
+            release()
             raise
 
     def process_request_thread(self, request, client_address):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self.slots.release()
+            release = self._releases.pop(request, None)
+            if release:
+                release()
 
     def handle_error(self, request, client_address):
         exc = sys.exc_info()[1]
