@@ -348,3 +348,24 @@ def densify(sig, probe):
                     if not empty[src]:
                         sig[d, j] = sig[d, src]
                         break
+
+
+@njit(cache=True, nogil=True)
+def scatter_by_top(values, bits):
+    """(values grouped by their top `bits` bits, in the order they came within a group; bounds
+    int64[2^bits + 1] of the groups): one counting pass and one scatter, both sequential reads, so
+    the cost per value stays the same however many values there are (a gather by a stable argsort
+    of the top bits missed cache on every read past a few million)."""
+    shift = _U(64 - bits)
+    bounds = np.zeros((1 << bits) + 1, np.int64)
+    for i in range(len(values)):
+        bounds[(values[i] >> shift) + _ONE] += 1
+    for g in range(1 << bits):
+        bounds[g + 1] += bounds[g]
+    fill = bounds[:-1].copy()
+    out = np.empty_like(values)
+    for i in range(len(values)):
+        g = values[i] >> shift
+        out[fill[g]] = values[i]
+        fill[g] += 1
+    return out, bounds
