@@ -69,7 +69,7 @@ def star_edges(keys: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndar
     return nd[member].astype(np.int64), head[member].astype(np.int64)
 
 
-_PART_ROWS = 1 << 16  # values per part of the sort (512 kB: in L2), from 2 parts up
+_PART_ROWS = 1 << 16  # keys per part (512 kB: in L2)
 
 
 def _maybe_shared(keys: np.ndarray) -> np.ndarray:
@@ -77,31 +77,31 @@ def _maybe_shared(keys: np.ndarray) -> np.ndarray:
     position: every repeated key, plus the few that differ only below (about n^2/2^(65-p)).
 
     Each key's top bits and its position are packed into one uint64 and sorted as values: no
-    argsort, no gathers of keys and nodes in key order, which cost twice the sort (most keys are
-    unique, so the exact grouping runs on the few left). The values are first split by their top
-    bits into parts of about _PART_ROWS, each sorted in cache: one sort of 10M values took 12x the
-    time of 1M (cache misses over the whole array); parts of a fixed size keep the cost per key flat."""
+    argsort and no gathers of keys and nodes in key order, which cost twice the sort (most keys
+    are unique, so the exact grouping runs on the few left). The packed values are split by their
+    top bits into parts of about _PART_ROWS and each part is sorted and scanned on its own, in
+    cache: one sort of a band's 10M keys took 12x its 1M time (cache misses over the whole array),
+    parts of a fixed size keep the cost per key flat."""
+    from .kernels import pack_by_top
+
     n = len(keys)
     p = max((n - 1).bit_length(), 1)
-    packed = keys >> np.uint64(p)
-    packed <<= np.uint64(p)
-    packed |= np.arange(n, dtype=np.uint64)
-    bits = min(max((n - 1) // _PART_ROWS, 0).bit_length(), 16)
-    if bits == 0:
-        packed.sort()
-    else:
-        from .kernels import scatter_by_top  # numba: loaded only for inputs this large
-
-        packed, bounds = scatter_by_top(packed, bits)
-        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            packed[lo:hi].sort()
-    top = packed >> np.uint64(p)
-    same = top[1:] == top[:-1]
-    del top
-    repeat = np.zeros(n, bool)
-    repeat[1:] = same
-    repeat[:-1] |= same
-    return (packed[repeat] & np.uint64((1 << p) - 1)).astype(np.int64)
+    bits = min(((n - 1) // _PART_ROWS).bit_length(), 16)
+    packed, bounds = pack_by_top(keys, p, bits)
+    shift, low = np.uint64(p), np.uint64((1 << p) - 1)
+    found = []
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        part = packed[lo:hi]
+        part.sort()
+        top = part >> shift
+        same = top[1:] == top[:-1]
+        if not same.any():
+            continue
+        repeat = np.zeros(len(part), bool)
+        repeat[1:] = same
+        repeat[:-1] |= same
+        found.append(part[repeat] & low)
+    return np.concatenate(found).astype(np.int64) if found else np.empty(0, np.int64)
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:

@@ -351,21 +351,24 @@ def densify(sig, probe):
 
 
 @njit(cache=True, nogil=True)
-def scatter_by_top(values, bits):
-    """(values grouped by their top `bits` bits, in the order they came within a group; bounds
-    int64[2^bits + 1] of the groups): one counting pass and one scatter, both sequential reads, so
-    the cost per value stays the same however many values there are (a gather by a stable argsort
-    of the top bits missed cache on every read past a few million)."""
-    shift = _U(64 - bits)
+def pack_by_top(keys, p, bits):
+    """(values, bounds): each key's top 64-p bits with its position in the low p bits, grouped by
+    the top `bits` bits of the key (positions ascending within a group); the group g is
+    values[bounds[g]:bounds[g + 1]]. One counting pass and one scatter, both reading keys in order,
+    so the cost per key stays the same however many there are (NumPy's stable argsort of the top
+    bits and the gather by it missed cache on every read past a few million keys)."""
+    shift = _U(64 - bits) if bits else _U(63)  # a shift by 64 is undefined: keys >> 63 >> 1 is 0
+    extra = _U(0) if bits else _ONE
+    low = _U(p)
     bounds = np.zeros((1 << bits) + 1, np.int64)
-    for i in range(len(values)):
-        bounds[(values[i] >> shift) + _ONE] += 1
+    for i in range(len(keys)):
+        bounds[((keys[i] >> shift) >> extra) + _ONE] += 1
     for g in range(1 << bits):
         bounds[g + 1] += bounds[g]
     fill = bounds[:-1].copy()
-    out = np.empty_like(values)
-    for i in range(len(values)):
-        g = values[i] >> shift
-        out[fill[g]] = values[i]
+    out = np.empty(len(keys), np.uint64)
+    for i in range(len(keys)):
+        g = (keys[i] >> shift) >> extra
+        out[fill[g]] = ((keys[i] >> low) << low) | _U(i)
         fill[g] += 1
     return out, bounds
