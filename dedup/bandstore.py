@@ -30,19 +30,20 @@ class BandStore:
             return
         for b in range(self.bands):
             self._keys[b].append(np.ascontiguousarray(keys[:, b]))
-        self._nodes.append(np.asarray(nodes, np.int64))
+        self._nodes.append(np.ascontiguousarray(nodes, np.int64))
         self._buffered += keys.nbytes + len(nodes) * 8
         if self._buffered > self.memory_bytes:
             self._spill()
 
     def _spill(self) -> None:
+        """Append the buffer to the files, batch by batch (a concatenation first copied 1 GB at 10M
+        documents into fresh pages)."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        nodes = np.concatenate(self._nodes)
         with open(self.dir / "nodes.i64", "ab") as f:
-            nodes.tofile(f)
+            f.writelines(self._nodes)
         for b in range(self.bands):
             with open(self.dir / f"band-{b:03d}.u64", "ab") as f:
-                np.concatenate(self._keys[b]).tofile(f)
+                f.writelines(self._keys[b])
             self._keys[b] = []
         self.spilled_bytes += self._buffered
         self._nodes = []
