@@ -6,7 +6,8 @@ This computes exactly what `tokens.lower` -> `tokens.tokenize` -> `shingles.shin
 but compiled by numba, with no per-byte or per-token temporaries written and re-read: about 4x
 faster than the NumPy path on one core. The NumPy modules stay the definition (and serve exact
 dedup). `pair_jaccard` verifies candidate pairs with the same shingles: the exact Jaccard of two
-documents' shingle sets, as `shingles.jaccard` computes it.
+documents' shingle sets, as `shingles.jaccard` computes it. `pack_by_top` is the counting pass
+with which `components.star_edges` splits a band's keys into parts that sort in cache.
 
 Why numba: the work is a byte-by-byte state machine (UTF-8 decoding, token runs, a ring of the
 last n token hashes). NumPy can only express it as ~20 full passes over the batch, each writing a
