@@ -48,13 +48,20 @@ class UnionFind:
 
 def star_edges(keys: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Edges (node, smallest node with the same key) for every key shared by 2+ nodes (each node
-    appears at most once in `nodes`).
+    appears at most once in `nodes`), in no particular order.
 
     A bucket of k nodes gives k-1 edges, never k^2 pairs: a bucket of a million identical documents
     costs a million edges."""
     if len(keys) == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    k, nd = _sorted_by_key(keys, nodes)
+    keys = np.asarray(keys)
+    keys = keys.view(np.uint64) if keys.dtype.itemsize == 8 and keys.dtype.kind in "iu" else keys.astype(np.uint64)
+    shared = _maybe_shared(keys)  # a small superset of the positions whose key repeats
+    if len(shared) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    k, nd = keys[shared], np.asarray(nodes)[shared]
+    order = np.argsort(k)  # unstable is 3x faster; the smallest node of each run is taken, ties don't matter
+    k, nd = k[order], nd[order]
     new_run = np.concatenate([[True], k[1:] != k[:-1]])
     starts = np.flatnonzero(new_run)
     head = np.minimum.reduceat(nd, starts)[np.cumsum(new_run) - 1]
@@ -62,29 +69,39 @@ def star_edges(keys: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndar
     return nd[member].astype(np.int64), head[member].astype(np.int64)
 
 
-_PARTITION_FROM = 1 << 20  # keys; below this one sort is as fast
+_PART_ROWS = 1 << 16  # keys per part (512 kB: in L2)
 
 
-def _sorted_by_key(keys: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(keys, nodes) in key order. An unstable sort is 3x faster than a stable one or lexsort; the
-    caller takes the smallest node of each run, so nothing depends on the order of ties.
+def _maybe_shared(keys: np.ndarray) -> np.ndarray:
+    """Positions (int64) of the keys whose top 64-p bits equal another key's, p the bits of a
+    position: every repeated key, plus the few that differ only below (about n^2/2^(65-p)).
 
-    Past a million keys, one argsort grew 19x for 10x the keys (cache misses over the whole array):
-    a radix pass on the top 8 bits first, then each part sorted on its own (a few hundred kB, in
-    cache), halves a band's time at 10M documents and gives the same order of keys."""
-    if len(keys) < _PARTITION_FROM or keys.dtype != np.uint64:
-        order = np.argsort(keys)
-        return keys[order], nodes[order]
-    top = (keys >> np.uint64(56)).astype(np.uint8)
-    order = np.argsort(top, kind="stable")  # a counting sort for 8-bit values
-    k, nd = keys[order], nodes[order]
-    bounds = np.searchsorted(top[order], np.arange(257))
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        if hi - lo > 1:
-            part = np.argsort(k[lo:hi])
-            k[lo:hi] = k[lo:hi][part]
-            nd[lo:hi] = nd[lo:hi][part]
-    return k, nd
+    Each key's top bits and its position are packed into one uint64 and sorted as values: no
+    argsort and no gathers of keys and nodes in key order, which cost twice the sort (most keys
+    are unique, so the exact grouping runs on the few left). The packed values are split by their
+    top bits into parts of about _PART_ROWS and each part is sorted and scanned on its own, in
+    cache: one sort of a band's 10M keys took 12x its 1M time (cache misses over the whole array),
+    parts of a fixed size keep the cost per key flat."""
+    from .kernels import pack_by_top
+
+    n = len(keys)
+    p = max((n - 1).bit_length(), 1)
+    bits = min(((n - 1) // _PART_ROWS).bit_length(), 16)
+    packed, bounds = pack_by_top(keys, p, bits)
+    shift, low = np.uint64(p), np.uint64((1 << p) - 1)
+    found = []
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        part = packed[lo:hi]
+        part.sort()
+        top = part >> shift
+        same = top[1:] == top[:-1]
+        if not same.any():
+            continue
+        repeat = np.zeros(len(part), bool)
+        repeat[1:] = same
+        repeat[:-1] |= same
+        found.append(part[repeat] & low)
+    return np.concatenate(found).astype(np.int64) if found else np.empty(0, np.int64)
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:

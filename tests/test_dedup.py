@@ -239,7 +239,7 @@ def test_sorted_unique_is_np_unique():
 
 
 def test_star_edges_past_a_million_keys_match_one_sort():
-    """Past 2^20 keys star_edges sorts in 256 parts by the top byte; the edges must be those of
+    """Past 2^16 keys star_edges sorts in parts by the top bits; the edges must be those of
     one whole sort: every repeated key's nodes joined to its smallest node, in key order."""
     rng = np.random.default_rng(3)
     n = (1 << 20) + 4321
@@ -423,3 +423,14 @@ def test_report_section_shows_groups_and_removal_per_source(tmp_path):
 def _input(table: pa.Table, tmp_path: Path) -> Path:
     write_table(table, tmp_path / "in", 1)
     return tmp_path / "in"
+
+
+def test_star_edges_keys_equal_only_in_their_top_bits_are_not_joined():
+    """star_edges sorts each key's top bits packed with its position and groups exactly only what
+    repeats there: keys that differ in their low bits alone must not become edges, and a repeated
+    key among them still must."""
+    n = 5000
+    keys = (np.uint64(0xABCDEF) << np.uint64(40)) + np.arange(n, dtype=np.uint64)  # same top 24+ bits
+    keys[17] = keys[4000]
+    a, b = star_edges(keys, np.arange(n) + 10)
+    assert sorted(zip(a.tolist(), b.tolist())) == [(4010, 27)]
