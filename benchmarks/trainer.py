@@ -211,15 +211,15 @@ def _run_one(key: list, raw: dict, run_dir: str) -> dict:
     return out
 
 
-def run_grid(jobs: list[tuple[list, dict]], log: Path, work: Path, workers: int = 2) -> list[dict]:
+def run_grid(jobs: list[tuple[list, dict]], log: Path, work: Path, workers: int = 2, train: bool = True) -> list[dict]:
     """Train every (key, raw config) job not yet in `log` (JSON lines), `workers` at a time, one
-    thread each; returns every logged result."""
+    thread each (none with `train` False); returns every logged result."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     done = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
     have = {json.dumps(r["key"]) for r in done}
-    todo = [(k, dict(raw, threads=1)) for k, raw in jobs if json.dumps(k) not in have]
+    todo = [(k, dict(raw, threads=1)) for k, raw in jobs if json.dumps(k) not in have and train]
     if todo:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
@@ -488,10 +488,10 @@ def levers(kind: str, variants: list[str], seeds: int, arms: tuple[str, ...], wo
 
 
 def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None = None, seeds: int = 5,
-            workers: int = 1, paired_only: bool = False) -> dict:
+            workers: int = 1, paired_only: bool = False, train: bool = True) -> dict:
     """The known-order check on corpora the protocol was never tuned on: clean and junk30 on seeds 0-2
     (paired), then junk10 on seeds 0-2 and clean on `seeds` seeds (seed-to-seed std) unless
-    `paired_only`; CPU time per pair of arms."""
+    `paired_only`; CPU time per pair of arms. `train` False: only summarise the runs logged."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import _corpora
 
@@ -514,7 +514,8 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
         jobs = [([kind, arm, seed], dict(known_order_config({"clean": paths[arm], "eval": paths["eval"]}, tokens),
                                          seed=seed)) for arm, seed in order]
         print(f"{kind}: {len(jobs)} runs", flush=True)
-        res = {tuple(r["key"][1:]): r for r in run_grid(jobs, work / f"runs-{proto}.jsonl", work / "runs", workers)}
+        res = {tuple(r["key"][1:]): r for r in run_grid(jobs, work / f"runs-{proto}.jsonl", work / "runs", workers,
+                                                             train)}
         bpb: dict[str, list[float]] = {}
         for arm in ("clean", "junk30", "junk10"):
             bpb[arm] = [res[(arm, s)]["bpb"] for s in range(seeds) if (arm, s) in res]
@@ -523,14 +524,17 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
                "protocol": {k: known_order_config(paths, tokens)[k] for k in ("tokens", "model", "moe", "optim")}
                | {"batch_size": known_order_config(paths, tokens)["data"]["batch_size"]}, "tokens_per_run": known_order_config(paths, tokens)["tokens"],
                "train_bytes": sum(len(d["text"].encode()) for d in _corpora.split(docs)[0]), "bpb": bpb,
-               "clean_seeds": len(bpb["clean"]), "clean_seed_std": round(float(np.std(bpb["clean"], ddof=1)), 4),
-               "junk30": gap_stats(bpb["clean"][:3], bpb["junk30"]),
-               "cpu_seconds_clean_vs_junk30_3_seeds": round(sum(res[(arm, s)]["cpu_s"] for arm in ("clean", "junk30")
-                                                                for s in range(3)), 1),
-               "load_max_mean_final": {arm: [(res[(arm, s)].get("load_max_mean") or [None])[-1] for s in range(3)]
-                                       for arm in ("clean", "junk30")}}  # None: a dense proxy
-        if len(bpb["junk10"]) == 3:
-            row["junk10"] = gap_stats(bpb["clean"][:3], bpb["junk10"])
+               "clean_seeds": len(bpb["clean"])}
+        if len(bpb["clean"]) > 1:
+            row["clean_seed_std"] = round(float(np.std(bpb["clean"], ddof=1)), 4)
+            row["clean_seed_std_first_3"] = round(float(np.std(bpb["clean"][:3], ddof=1)), 4)
+        pair = [res.get((arm, s)) for arm in ("clean", "junk30") for s in range(3)]
+        if all(pair):
+            row["cpu_seconds_clean_vs_junk30_3_seeds"] = round(sum(r["cpu_s"] for r in pair), 1)
+        for arm in ("junk30", "junk10"):  # paired on the seeds both arms have
+            n = min(len(bpb["clean"]), len(bpb[arm]), 3)
+            if n > 1:
+                row[arm] = dict(gap_stats(bpb["clean"][:n], bpb[arm][:n]), seeds=n)
         out[kind] = row
         print(json.dumps({kind: {k: v for k, v in row.items() if k != "bpb"}}), flush=True)
     return out
@@ -547,6 +551,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", nargs="+", default=["news", "code", "multilingual", "docs"],
                     help="corpora: which ones, in order (docs is the split kept unseen; run it last)")
     ap.add_argument("--paired-only", action="store_true", help="corpora: only clean and junk30 on seeds 0-2")
+    ap.add_argument("--summarize", action="store_true", help="corpora: train nothing, summarise the logged runs")
     ap.add_argument("--variants", nargs="+", default=list(NOISE_VARIANTS), help="noise: which variants")
     ap.add_argument("--seeds", type=int, default=3, help="noise: seeds 0..N-1 per arm")
     ap.add_argument("--arms", nargs="+", default=["clean", "junk30"], help="noise: which arms")
@@ -562,7 +567,8 @@ def main(argv=None) -> int:
             lv = results.setdefault("levers", {}).setdefault(args.corpus, {})
             lv.update(levers(args.corpus, args.levers, args.seeds, tuple(args.arms), args.workers))
         elif mode == "corpora":
-            results[mode] = dict(results.get(mode, {}), **corpora(tuple(args.kinds), paired_only=args.paired_only))
+            results[mode] = dict(results.get(mode, {}), **corpora(tuple(args.kinds), paired_only=args.paired_only,
+                                                                 train=not args.summarize))
         else:
             results[mode] = globals()[mode]()
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
