@@ -426,7 +426,7 @@ def gap_stats(a: list[float], b: list[float]) -> dict:
 # hash of their id), so every run also scores two disjoint halves of the eval set: the seed-to-seed
 # covariance of the halves is training noise, the spread of their difference is evaluation noise.
 LEVERS: dict[str, dict] = {
-    "base": {},
+    "base": {"tokens": 1_000_000},  # the first pass's budget (the default is 3M tokens since)
     "t2M": {"tokens": 2_000_000},
     "t3M": {"tokens": 3_000_000},
     "t3M-b48": {"tokens": 3_000_000, "data": {"batch_size": 48}},
@@ -450,7 +450,8 @@ def _halves(documents: list[dict]) -> list[dict]:
             if is_held_out(d["doc_id"]) else d for d in documents]
 
 
-def levers(kind: str, variants: list[str], seeds: int, arms: tuple[str, ...], workers: int = 2) -> dict:
+def levers(kind: str, variants: list[str], seeds: int, arms: tuple[str, ...], workers: int = 2,
+           train: bool = True) -> dict:
     """Each variant's runs on one corpus (stdlib: the tuning corpus): per arm the BPB per seed, clean's
     seed std, its split into training and evaluation noise, the gap to each junk arm, CPU s per run."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -465,7 +466,7 @@ def levers(kind: str, variants: list[str], seeds: int, arms: tuple[str, ...], wo
     jobs = [([v, arm, s], _merge(dict(known_order_config({"clean": paths[arm], "eval": paths["eval"]}), seed=s),
                                  LEVERS[v]))
             for s in range(seeds) for v in variants for arm in arms]  # seed-major: every variant's spread early
-    res = {tuple(r["key"]): r for r in run_grid(jobs, work / "runs.jsonl", work / "runs", workers)}
+    res = {tuple(r["key"]): r for r in run_grid(jobs, work / "runs.jsonl", work / "runs", workers, train)}
     out = {}
     for v in variants:
         vals = {a: [res[(v, a, s)]["bpb"] for s in range(10) if (v, a, s) in res] for a in ("clean", "junk10", "junk30")}
@@ -551,7 +552,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", nargs="+", default=["news", "code", "multilingual", "docs"],
                     help="corpora: which ones, in order (docs is the split kept unseen; run it last)")
     ap.add_argument("--paired-only", action="store_true", help="corpora: only clean and junk30 on seeds 0-2")
-    ap.add_argument("--summarize", action="store_true", help="corpora: train nothing, summarise the logged runs")
+    ap.add_argument("--summarize", action="store_true", help="corpora, levers: train nothing, summarise the logged runs")
     ap.add_argument("--variants", nargs="+", default=list(NOISE_VARIANTS), help="noise: which variants")
     ap.add_argument("--seeds", type=int, default=3, help="noise: seeds 0..N-1 per arm")
     ap.add_argument("--arms", nargs="+", default=["clean", "junk30"], help="noise: which arms")
@@ -565,7 +566,8 @@ def main(argv=None) -> int:
             results[mode] = dict(results.get(mode, {}), **noise(args.variants, args.seeds, tuple(args.arms)))
         elif mode == "levers":
             lv = results.setdefault("levers", {}).setdefault(args.corpus, {})
-            lv.update(levers(args.corpus, args.levers, args.seeds, tuple(args.arms), args.workers))
+            lv.update(levers(args.corpus, args.levers, args.seeds, tuple(args.arms), args.workers,
+                             not args.summarize))
         elif mode == "corpora":
             results[mode] = dict(results.get(mode, {}), **corpora(tuple(args.kinds), paired_only=args.paired_only,
                                                                  train=not args.summarize))
