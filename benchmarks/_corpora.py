@@ -10,7 +10,10 @@ the known-order protocol (that was the stdlib reference and docstrings of `train
 * `multilingual`: main-content text of the magic-html article and forum pages and the aeb articles
   whose letters are mostly not Latin (Chinese, Japanese, Korean, Arabic, Cyrillic, Devanagari);
 * `docs`: the long descriptions (READMEs) of the installed packages' metadata. The split kept
-  unseen: nothing was looked at or tuned on it before the final benchmark run.
+  unseen by the first dense + Muon protocol (run after it was frozen);
+* `math`: competition mathematics, problem and worked solution in LaTeX-laden prose (every third
+  record of the MATH test set, ../shared/data/decontam/math). The split kept unseen by the protocol of
+  issue #32's second pass: only its record count and size were looked at before that protocol was frozen.
 
 Every corpus is a list of {doc_id, source, text}; `split` holds out every 8th document by a hash of
 its id, so the held-out set is disjoint from every arm.
@@ -31,8 +34,9 @@ if not SHARED.exists():  # a worktree one level deeper than the main checkout
     SHARED = ROOT.parents[1] / "shared" / "data"
 if not SHARED.exists():
     SHARED = Path("/work/shared/data")
-KINDS = ("news", "code", "multilingual", "docs")
-UNSEEN = "docs"
+KINDS = ("news", "code", "multilingual", "docs", "math")
+UNSEEN = "docs"  # unseen by the first dense + Muon known-order protocol and by benchmarks/ranking.py
+NEVER_SEEN = "math"  # unseen by the known-order protocol of issue #32's second pass (trainer.py --only corpora)
 
 
 def _script(text: str) -> str:
@@ -99,8 +103,28 @@ def docs() -> list[dict]:
     return out
 
 
+def math(every: int = 3) -> list[dict]:
+    """Every `every`-th MATH test record (all seven subjects), problem then solution, one document each."""
+    out = []
+    with open(SHARED / "decontam" / "math" / "math_test.jsonl", encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if i % every == 0:
+                r = json.loads(line)
+                out.append({"doc_id": f"math/{r['source_path']}", "source": "math",
+                            "text": f"{r['problem']}\n\n{r['solution']}"})
+    return out
+
+
+def stdlib() -> list[dict]:
+    """The tuning corpus itself (known_order.clean_documents), for reference rows beside the others."""
+    from assay.trainer.known_order import clean_documents
+
+    return clean_documents()
+
+
 def corpus(kind: str) -> list[dict]:
-    return {"news": news, "code": code, "multilingual": multilingual, "docs": docs}[kind]()
+    return {"news": news, "code": code, "multilingual": multilingual, "docs": docs, "math": math,
+            "stdlib": stdlib}[kind]()
 
 
 def split(documents: list[dict]) -> tuple[list[dict], list[dict]]:

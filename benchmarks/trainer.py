@@ -200,7 +200,9 @@ def _run_one(key: list, raw: dict, run_dir: str) -> dict:
     summary = train(parse_train_config(raw), run_dir, log=lambda m: None, report=False)
     recs = read_metrics(run_dir)
     moe = [r["moe"] for r in recs if r.get("kind") == "train" and r.get("moe")]
-    out = {"key": key, "bpb": summary["eval"]["held_out"]["bpb"], "cpu_s": round(time.process_time() - cpu, 1),
+    held = summary["eval"]["held_out"]
+    out = {"key": key, "bpb": held["bpb"], "cpu_s": round(time.process_time() - cpu, 1),
+           "per_source": {k: v["bpb"] for k, v in held.get("per_source", {}).items()},
            "curve": [[r["tokens"], round(r["eval"]["held_out"]["bpb"], 4)] for r in recs if r.get("kind") == "eval"]}
     if moe:
         out["load_max_mean"] = [round(max(layer["load_max_mean"] for layer in m), 3) for m in moe]
@@ -209,15 +211,15 @@ def _run_one(key: list, raw: dict, run_dir: str) -> dict:
     return out
 
 
-def run_grid(jobs: list[tuple[list, dict]], log: Path, work: Path, workers: int = 2) -> list[dict]:
+def run_grid(jobs: list[tuple[list, dict]], log: Path, work: Path, workers: int = 2, train: bool = True) -> list[dict]:
     """Train every (key, raw config) job not yet in `log` (JSON lines), `workers` at a time, one
-    thread each; returns every logged result."""
+    thread each (none with `train` False); returns every logged result."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     done = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
     have = {json.dumps(r["key"]) for r in done}
-    todo = [(k, dict(raw, threads=1)) for k, raw in jobs if json.dumps(k) not in have]
+    todo = [(k, dict(raw, threads=1)) for k, raw in jobs if json.dumps(k) not in have and train]
     if todo:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
@@ -419,11 +421,78 @@ def gap_stats(a: list[float], b: list[float]) -> dict:
             "paired_p": paired_p(a, b), "a_wins_every_seed": bool(all(x < y for x, y in zip(a, b)))}
 
 
+# Levers against seed noise (issue #32), measured on the tuning corpus first: overrides of
+# known_order_config, each a list of seeds per arm. The held-out documents are labelled half0/half1 (by a
+# hash of their id), so every run also scores two disjoint halves of the eval set: the seed-to-seed
+# covariance of the halves is training noise, the spread of their difference is evaluation noise.
+LEVERS: dict[str, dict] = {
+    "base": {"tokens": 1_000_000},  # the first pass's budget (the default is 3M tokens since)
+    "t2M": {"tokens": 2_000_000},
+    "t3M": {"tokens": 3_000_000},
+    "t3M-b48": {"tokens": 3_000_000, "data": {"batch_size": 48}},
+    "t4M": {"tokens": 4_000_000},
+    "t4M-b64": {"tokens": 4_000_000, "data": {"batch_size": 64}},
+    "t2M-b32": {"tokens": 2_000_000, "data": {"batch_size": 32}},
+    "t4M-b32-lr6": {"tokens": 4_000_000, "data": {"batch_size": 32}, "optim": {"lr": 6e-3}},
+    "t4M-b32": {"tokens": 4_000_000, "data": {"batch_size": 32}},
+    "d128-2M": {"tokens": 2_000_000, "model": {"d_model": 128}, "moe": {"expert_hidden": 256}},
+    "d128-2M-b32": {"tokens": 2_000_000, "model": {"d_model": 128}, "moe": {"expert_hidden": 256},
+                    "data": {"batch_size": 32}},
+    "lr6-1M": {"optim": {"lr": 6e-3}},
+    "lr24-1M": {"optim": {"lr": 2.4e-2}},
+}
+
+
+def _halves(documents: list[dict]) -> list[dict]:
+    from assay.trainer.known_order import is_held_out
+
+    return [dict(d, source=f"half{int(hashlib.sha256(('half/' + d['doc_id']).encode()).hexdigest()[:8], 16) % 2}")
+            if is_held_out(d["doc_id"]) else d for d in documents]
+
+
+def levers(kind: str, variants: list[str], seeds: int, arms: tuple[str, ...], workers: int = 2,
+           train: bool = True) -> dict:
+    """Each variant's runs on one corpus (stdlib: the tuning corpus): per arm the BPB per seed, clean's
+    seed std, its split into training and evaluation noise, the gap to each junk arm, CPU s per run."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import _corpora
+
+    from assay.trainer.known_order import build_arms, clean_documents, known_order_config
+
+    work = ROOT / ".bench" / "levers" / kind
+    docs = _halves(clean_documents() if kind == "stdlib" else _corpora.corpus(kind))
+    paths = build_arms(work / "data", docs, {a: ("junk", {"clean": 0.0, "junk10": 0.1, "junk30": 0.3}[a])
+                                              for a in ("clean", "junk10", "junk30")})
+    jobs = [([v, arm, s], _merge(dict(known_order_config({"clean": paths[arm], "eval": paths["eval"]}), seed=s),
+                                 LEVERS[v]))
+            for s in range(seeds) for v in variants for arm in arms]  # seed-major: every variant's spread early
+    res = {tuple(r["key"]): r for r in run_grid(jobs, work / "runs.jsonl", work / "runs", workers, train)}
+    out = {}
+    for v in variants:
+        vals = {a: [res[(v, a, s)]["bpb"] for s in range(10) if (v, a, s) in res] for a in ("clean", "junk10", "junk30")}
+        c = [res[(v, "clean", s)] for s in range(10) if (v, "clean", s) in res]
+        row = {"clean": [round(x, 4) for x in vals["clean"]],
+               "cpu_s_per_run": round(float(np.mean([r["cpu_s"] for k, r in res.items() if k[0] == v])), 1)}
+        if len(c) > 1:
+            row["clean_std"] = round(float(np.std(vals["clean"], ddof=1)), 4)
+            h = np.array([[r["per_source"]["half0"], r["per_source"]["half1"]] for r in c])
+            cov = float(np.cov(h[:, 0], h[:, 1])[0, 1])
+            row["train_noise_std"] = round(max(cov, 0.0) ** 0.5, 4)  # the seeds' shared offset on both halves
+            row["eval_noise_std"] = round(float(np.std(h[:, 0] - h[:, 1], ddof=1)) / 2, 4)  # on the whole set
+        for a in ("junk10", "junk30"):
+            n = min(len(vals["clean"]), len(vals[a]))
+            if n > 1:
+                row[a] = dict(gap_stats(vals["clean"][:n], vals[a][:n]), values=[round(x, 4) for x in vals[a]])
+        out[v] = row
+        print(f"{kind} {v}: {json.dumps(row)}", flush=True)
+    return out
+
+
 def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None = None, seeds: int = 5,
-            workers: int = 1, paired_only: bool = False) -> dict:
+            workers: int = 1, paired_only: bool = False, train: bool = True) -> dict:
     """The known-order check on corpora the protocol was never tuned on: clean and junk30 on seeds 0-2
     (paired), then junk10 on seeds 0-2 and clean on `seeds` seeds (seed-to-seed std) unless
-    `paired_only`; CPU time per pair of arms."""
+    `paired_only`; CPU time per pair of arms. `train` False: only summarise the runs logged."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import _corpora
 
@@ -446,20 +515,27 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
         jobs = [([kind, arm, seed], dict(known_order_config({"clean": paths[arm], "eval": paths["eval"]}, tokens),
                                          seed=seed)) for arm, seed in order]
         print(f"{kind}: {len(jobs)} runs", flush=True)
-        res = {tuple(r["key"][1:]): r for r in run_grid(jobs, work / f"runs-{proto}.jsonl", work / "runs", workers)}
+        res = {tuple(r["key"][1:]): r for r in run_grid(jobs, work / f"runs-{proto}.jsonl", work / "runs", workers,
+                                                             train)}
         bpb: dict[str, list[float]] = {}
         for arm in ("clean", "junk30", "junk10"):
             bpb[arm] = [res[(arm, s)]["bpb"] for s in range(seeds) if (arm, s) in res]
-        row = {"unseen_split": kind == _corpora.UNSEEN, "tokens_per_run": known_order_config(paths, tokens)["tokens"],
+        row = {"unseen_split": kind == _corpora.UNSEEN, "never_seen_split": kind == _corpora.NEVER_SEEN,
+               "tuning_corpus": kind == "stdlib", "protocol_hash": proto,
+               "protocol": {k: known_order_config(paths, tokens)[k] for k in ("tokens", "model", "moe", "optim")}
+               | {"batch_size": known_order_config(paths, tokens)["data"]["batch_size"]}, "tokens_per_run": known_order_config(paths, tokens)["tokens"],
                "train_bytes": sum(len(d["text"].encode()) for d in _corpora.split(docs)[0]), "bpb": bpb,
-               "clean_seeds": len(bpb["clean"]), "clean_seed_std": round(float(np.std(bpb["clean"], ddof=1)), 4),
-               "junk30": gap_stats(bpb["clean"][:3], bpb["junk30"]),
-               "cpu_seconds_clean_vs_junk30_3_seeds": round(sum(res[(arm, s)]["cpu_s"] for arm in ("clean", "junk30")
-                                                                for s in range(3)), 1),
-               "load_max_mean_final": {arm: [(res[(arm, s)].get("load_max_mean") or [None])[-1] for s in range(3)]
-                                       for arm in ("clean", "junk30")}}  # None: a dense proxy
-        if len(bpb["junk10"]) == 3:
-            row["junk10"] = gap_stats(bpb["clean"][:3], bpb["junk10"])
+               "clean_seeds": len(bpb["clean"])}
+        if len(bpb["clean"]) > 1:
+            row["clean_seed_std"] = round(float(np.std(bpb["clean"], ddof=1)), 4)
+            row["clean_seed_std_first_3"] = round(float(np.std(bpb["clean"][:3], ddof=1)), 4)
+        pair = [res.get((arm, s)) for arm in ("clean", "junk30") for s in range(3)]
+        if all(pair):
+            row["cpu_seconds_clean_vs_junk30_3_seeds"] = round(sum(r["cpu_s"] for r in pair), 1)
+        for arm in ("junk30", "junk10"):  # paired on the seeds both arms have
+            n = min(len(bpb["clean"]), len(bpb[arm]), 3)
+            if n > 1:
+                row[arm] = dict(gap_stats(bpb["clean"][:n], bpb[arm][:n]), seeds=n)
         out[kind] = row
         print(json.dumps({kind: {k: v for k, v in row.items() if k != "bpb"}}), flush=True)
     return out
@@ -468,11 +544,15 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ablation", action="store_true", help="also run the known-order ablation")
-    ap.add_argument("--only", choices=["speed", "gpu", "ablation", "corpora", "noise"], default=None)
+    ap.add_argument("--only", choices=["speed", "gpu", "ablation", "corpora", "noise", "levers"], default=None)
+    ap.add_argument("--corpus", default="stdlib", help="levers: stdlib (the tuning corpus) or a benchmarks/_corpora kind")
+    ap.add_argument("--levers", nargs="+", default=["base"], help="levers: which LEVERS variants")
+    ap.add_argument("--workers", type=int, default=2, help="levers: training processes at once")
     ap.add_argument("--ablation-tokens", type=int, default=1_000_000)
     ap.add_argument("--kinds", nargs="+", default=["news", "code", "multilingual", "docs"],
                     help="corpora: which ones, in order (docs is the split kept unseen; run it last)")
     ap.add_argument("--paired-only", action="store_true", help="corpora: only clean and junk30 on seeds 0-2")
+    ap.add_argument("--summarize", action="store_true", help="corpora, levers: train nothing, summarise the logged runs")
     ap.add_argument("--variants", nargs="+", default=list(NOISE_VARIANTS), help="noise: which variants")
     ap.add_argument("--seeds", type=int, default=3, help="noise: seeds 0..N-1 per arm")
     ap.add_argument("--arms", nargs="+", default=["clean", "junk30"], help="noise: which arms")
@@ -484,8 +564,13 @@ def main(argv=None) -> int:
             results[mode] = ablation(tokens=args.ablation_tokens)
         elif mode == "noise":
             results[mode] = dict(results.get(mode, {}), **noise(args.variants, args.seeds, tuple(args.arms)))
+        elif mode == "levers":
+            lv = results.setdefault("levers", {}).setdefault(args.corpus, {})
+            lv.update(levers(args.corpus, args.levers, args.seeds, tuple(args.arms), args.workers,
+                             not args.summarize))
         elif mode == "corpora":
-            results[mode] = dict(results.get(mode, {}), **corpora(tuple(args.kinds), paired_only=args.paired_only))
+            results[mode] = dict(results.get(mode, {}), **corpora(tuple(args.kinds), paired_only=args.paired_only,
+                                                                 train=not args.summarize))
         else:
             results[mode] = globals()[mode]()
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
