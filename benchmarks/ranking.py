@@ -175,6 +175,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--larger-seeds", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--summarize", action="store_true", help="train nothing: summarise the runs logged so far")
     args = ap.parse_args(argv)
 
     import torch
@@ -198,25 +199,30 @@ def main(argv=None) -> int:
     def job(size: str, arm: str, s: int):
         return [size, arm, s], with_data(tiny_cfg if size == "tiny" else larger_cfg, paths[arm], paths["eval"], s)
 
-    # the cheap tiny runs first (agreement arms, tiers, the rest of the graded series), then the larger
-    # proxy seed by seed, so a shorter run (fewer --larger-seeds) is a prefix of a longer one
-    jobs = [job("tiny", a, s) for a in [*AGREEMENT, *TIERS, *(a for a in GRADED if a not in AGREEMENT)]
-            for s in range(args.seeds)]
+    # the tiny agreement arms and tiers first, then the larger proxy seed by seed (a shorter run, fewer
+    # --larger-seeds, is a prefix of a longer one), then the rest of the graded series
+    jobs = [job("tiny", a, s) for a in [*AGREEMENT, *TIERS] for s in range(args.seeds)]
     jobs += [job("larger", a, s) for s in range(args.larger_seeds) for a in AGREEMENT]
+    jobs += [job("tiny", a, s) for a in GRADED if a not in AGREEMENT for s in range(args.seeds)]
     keys = {json.dumps(k) for k, _ in jobs}
-    done = {tuple(r["key"]): r for r in run_grid(jobs, work / f"runs-{protocol}.jsonl", work / "runs", args.workers)
-            if json.dumps(r["key"]) in keys}
+    log = work / f"runs-{protocol}.jsonl"
+    logged = run_grid(jobs, log, work / "runs", args.workers) if not args.summarize else \
+        [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    done = {tuple(r["key"]): r for r in logged if json.dumps(r["key"]) in keys}
+    missing = ["/".join(map(str, k)) for k, _ in jobs if tuple(k) not in done]
 
     def runs(size: str, arm: str, n: int) -> list[float]:
-        return [done[(size, arm, s)]["bpb"] for s in range(n)]
+        return [done[(size, arm, s)]["bpb"] for s in range(n) if (size, arm, s) in done]
 
     tiny = {a: runs("tiny", a, args.seeds) for a in [*GRADED, *TIERS]}
     larger = {a: runs("larger", a, args.larger_seeds) for a in AGREEMENT}
-    table = pair_table({a: tiny[a] for a in AGREEMENT}, larger)
+    mean = {a: float(np.mean(v)) for a, v in tiny.items() if v}
+    measured = all(tiny[a] and larger[a] for a in AGREEMENT)
+    table = pair_table({a: tiny[a] for a in AGREEMENT}, larger) if measured else {}
     agree = sum(p["agree"] for p in table.values())
     graded = ["clean", "junk5", "junk10", "junk30"]
-    mean = {a: float(np.mean(v)) for a, v in tiny.items()}
-    top_wins = mean["top2"] < min(mean["bottom2"], mean["random"])
+    tiers_measured = all(a in mean for a in TIERS)
+    top_wins = tiers_measured and mean["top2"] < min(mean["bottom2"], mean["random"])
     cpu = [r["cpu_s"] for r in done.values()]
     result = {
         "corpus": args.corpus, "unseen_split": args.corpus == _corpora.UNSEEN,
@@ -227,22 +233,25 @@ def main(argv=None) -> int:
         "larger_proxy": {"width": args.width, "token_scale": args.token_scale, "config": larger_cfg,
                          "non_embedding_params": non_embedding_params(larger_cfg)},
         "seeds": args.seeds, "larger_seeds": args.larger_seeds,
-        "graded_bpb": {a: round(mean[a], 4) for a in GRADED},
+        "runs_missing": missing,
+        "graded_bpb": {a: round(mean[a], 4) for a in GRADED if a in mean},
         "graded_bpb_per_seed": {a: [round(x, 4) for x in tiny[a]] for a in GRADED},
         "graded_seed_std": {a: _std(tiny[a]) for a in GRADED},
-        "graded_order_holds": all(mean[x] < mean[y] for x, y in zip(graded, graded[1:])),
-        "larger_bpb": {a: round(float(np.mean(v)), 4) for a, v in larger.items()},
+        "graded_order_holds": all(mean[x] < mean[y] for x, y in zip(graded, graded[1:]))
+        if all(a in mean for a in graded) else "not measured",
+        "larger_bpb": {a: round(float(np.mean(v)), 4) for a, v in larger.items() if v},
         "larger_bpb_per_seed": {a: [round(x, 4) for x in v] for a, v in larger.items()},
         "larger_seed_std": {a: _std(v) for a, v in larger.items()},
-        "pairs_agreeing": f"{agree} of {len(table)}",
+        "pairs_agreeing": f"{agree} of {len(table)}" if measured else "not measured (larger proxy runs missing)",
         "pairs": table,
-        "tiers": {"bpb": {a: round(mean[a], 4) for a in TIERS}, "bpb_per_seed": {a: [round(x, 4) for x in tiny[a]] for a in TIERS},
+        "tiers": {"bpb": {a: round(mean[a], 4) for a in TIERS if a in mean}, "bpb_per_seed": {a: [round(x, 4) for x in tiny[a]] for a in TIERS},
                   "seed_std": {a: _std(tiny[a]) for a in TIERS}, "junk_share": tiers["junk_share"],
                   "bytes": tiers["bytes"], "tier_counts": tiers["tier_counts"], "top_two_tiers_win": bool(top_wins),
-                  "verdict": "the top two tiers won on held-out clean text" if top_wins else
-                  "the tiers did not help: the top two tiers did not beat both the bottom two and a random sample"},
-        "cpu_seconds": {"tiny_run_mean": round(float(np.mean([done[k]["cpu_s"] for k in done if k[0] == "tiny"])), 1),
-                        "larger_run_mean": round(float(np.mean([done[k]["cpu_s"] for k in done if k[0] == "larger"])), 1),
+                  "verdict": "not measured" if not tiers_measured else "the top two tiers won on held-out clean text"
+                  if top_wins else "the tiers did not help: the top two tiers did not beat both the bottom two and a "
+                  "random sample"},
+        "cpu_seconds": {**{f"{size}_run_mean": round(float(np.mean(c)), 1) for size in ("tiny", "larger")
+                           if (c := [done[k]["cpu_s"] for k in done if k[0] == size])},
                         "all_runs": round(sum(cpu), 1)},
         "wall_seconds_this_invocation": round(time.time() - start_wall),
         "load_average": {"start": round(start_load, 1), "end": round(os.getloadavg()[0], 1)},
