@@ -199,11 +199,11 @@ def main(argv=None) -> int:
     def job(size: str, arm: str, s: int):
         return [size, arm, s], with_data(tiny_cfg if size == "tiny" else larger_cfg, paths[arm], paths["eval"], s)
 
-    # the tiny agreement arms and tiers first, then the larger proxy seed by seed (a shorter run, fewer
-    # --larger-seeds, is a prefix of a longer one), then the rest of the graded series
-    jobs = [job("tiny", a, s) for a in [*AGREEMENT, *TIERS] for s in range(args.seeds)]
+    # the cheap tiny runs first (agreement arms, tiers, the rest of the graded series), then the larger
+    # proxy seed by seed, so a shorter run (fewer --larger-seeds) is a prefix of a longer one
+    jobs = [job("tiny", a, s) for a in [*AGREEMENT, *TIERS, *(a for a in GRADED if a not in AGREEMENT)]
+            for s in range(args.seeds)]
     jobs += [job("larger", a, s) for s in range(args.larger_seeds) for a in AGREEMENT]
-    jobs += [job("tiny", a, s) for a in GRADED if a not in AGREEMENT for s in range(args.seeds)]
     keys = {json.dumps(k) for k, _ in jobs}
     log = work / f"runs-{protocol}.jsonl"
     logged = run_grid(jobs, log, work / "runs", args.workers) if not args.summarize else \
