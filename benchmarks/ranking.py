@@ -2,7 +2,7 @@
 the tiny proxy rank them as a larger one does (DataDecide's pairwise agreement)?
 
     python benchmarks/ranking.py                      # CPU, all three checks, results/ranking.json
-    python benchmarks/ranking.py --corpus news --larger-seeds 3
+    python benchmarks/ranking.py --corpus news --larger-seeds 3 --workers 2
 
 * tiny proxy: examples/train/proxy.yaml, read from the file (model, optimizer, batch, schedule and
   token budget), so a change of the project's decision proxy carries over; only its data paths and
@@ -173,7 +173,7 @@ def main(argv=None) -> int:
     ap.add_argument("--width", type=float, default=2.25, help="larger proxy: d_model and FFN width multiplier")
     ap.add_argument("--token-scale", type=int, default=4, help="larger proxy: token multiplier")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--larger-seeds", type=int, default=3)
+    ap.add_argument("--larger-seeds", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--summarize", action="store_true", help="train nothing: summarise the runs logged so far")
     args = ap.parse_args(argv)
