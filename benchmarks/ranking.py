@@ -22,6 +22,11 @@ the tiny proxy rank them as a larger one does (DataDecide's pairwise agreement)?
   bytes, on held-out clean text, tiny proxy. If the top tiers do not win, the result says the tiers
   did not help.
 
+Cost (news, 2 shared cores, nice 10): a tiny run 37 CPU s, a larger one ~410 (11x); the default
+(3 tiny seeds of 8 variants, 2 larger seeds of 4) ~70 CPU minutes. The tokens are bytes, so on a
+small corpus the larger proxy's 4x tokens are many epochs (`epochs_of_clean_text`): watch
+`larger_curves` for runs whose held-out BPB turns up before the end.
+
 Every run is logged as it finishes (.bench/ranking/<corpus>/runs-<hash of the two proxies>.jsonl),
 so an interrupted benchmark resumes and a changed proxy starts a new log. GPU: the same code runs on
 CUDA where a device is lent; the result records whether one was (`device`).
@@ -242,6 +247,12 @@ def main(argv=None) -> int:
         "larger_bpb": {a: round(float(np.mean(v)), 4) for a, v in larger.items() if v},
         "larger_bpb_per_seed": {a: [round(x, 4) for x in v] for a, v in larger.items()},
         "larger_seed_std": {a: _std(v) for a, v in larger.items()},
+        # held-out BPB at each quarter of the larger runs: a curve that turns up at the end is a run
+        # that has started to memorise its training text (many epochs of a small corpus)
+        "larger_curves": {"/".join(map(str, k[1:])): r["curve"] for k, r in sorted(done.items()) if k[0] == "larger"},
+        "clean_train_bytes": (clean_bytes := sum(len(d["text"].encode()) for d in train)),
+        "epochs_of_clean_text": {"tiny": round(tiny_cfg["tokens"] / clean_bytes, 2),
+                                 "larger": round(larger_cfg["tokens"] / clean_bytes, 2)},
         "pairs_agreeing": f"{agree} of {len(table)}" if measured else "not measured (larger proxy runs missing)",
         "pairs": table,
         "tiers": {"bpb": {a: round(mean[a], 4) for a in TIERS if a in mean}, "bpb_per_seed": {a: [round(x, 4) for x in tiny[a]] for a in TIERS},
