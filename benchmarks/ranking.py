@@ -1,42 +1,56 @@
-"""Ranking checks for the proxy: do data variants come out in the order we know, and does the tiny
-proxy rank them as a larger one does (DataDecide's pairwise agreement)?
+"""Ranking checks for the decision proxy: do data variants come out in the order we know, and does
+the tiny proxy rank them as a larger one does (DataDecide's pairwise agreement)?
 
     python benchmarks/ranking.py                      # CPU, all three checks, results/ranking.json
-    python benchmarks/ranking.py --corpus news --tiny-tokens 1000000 --larger-seeds 2
+    python benchmarks/ranking.py --corpus news --larger-seeds 3 --workers 2
 
-The defaults (tiny 500k tokens x 3 seeds, larger 2M tokens x 1 seed) took 18.5 CPU minutes (31 wall
-minutes at load average 5-10) on the 2-core VM: 24 tiny runs of ~20 CPU s and 4 larger of ~165.
-
+* tiny proxy: examples/train/proxy.yaml, read from the file (model, optimizer, batch, schedule and
+  token budget), so a change of the project's decision proxy carries over; only its data paths and
+  seed are replaced.
+* larger proxy: the same dense SwiGLU + Muon design scaled by `--width` (2.25: d_model 64 -> 144, FFN
+  256 -> 576, 4.6x the non-embedding parameters) trained on `--token-scale` (4) times the tokens, with
+  `--larger-seeds` seeds so that its own noise does not decide a pair.
 * graded: a known-order series over one corpus (benchmarks/_corpora.py): clean, 5%, 10% and 30% junk
-  (boilerplate and shuffled words) and a duplicate-heavy arm (30% exact copies of a twentieth of the
-  documents), ranked by held-out BPB of the default proxy (trainer/known_order.py). The expected order
-  is clean < junk5 < junk10 < junk30.
-* agreement: four of the variants (clean, junk10, junk30, dup30) ranked by the tiny proxy and by a
-  larger one (d_model 128: 4x the non-embedding parameters, 4x the tokens); the share of the six
-  pairs both put in the same order.
-* tiers: the same pool with its junk scored by `quality.tier` (the shipped models and calibration):
-  documents of the top two tiers against the bottom two and against a random sample, at equal
-  tokens, on held-out clean text. If the top tiers do not win, the result says the tiers did not help.
+  (shuffled words, keyword spam, boilerplate) and a duplicate-heavy arm (30% exact copies of a
+  twentieth of the documents), ranked by the tiny proxy's held-out BPB. Expected order: clean <
+  junk5 < junk10 < junk30.
+* agreement: four of the variants (clean, junk10, junk30, dup30) ranked by mean BPB of the tiny and of
+  the larger proxy; the share of the six pairs both put in the same order, and per pair whether each
+  proxy's gap exceeds its seed noise.
+* tiers: the same pool with 30% junk, scored by `quality.tier` (the shipped models and calibration):
+  documents of the top two tiers against the bottom two and against a random sample, cut to equal
+  bytes, on held-out clean text, tiny proxy. If the top tiers do not win, the result says the tiers
+  did not help.
 
-Every run is logged as it finishes (.bench/ranking/<corpus>/runs.jsonl), so an interrupted benchmark
-resumes. GPU: this benchmark runs the same code on CUDA where a device is lent; the result records
-whether one was (`device`).
+Cost (news, 2 shared cores, nice 10): a tiny run 37 CPU s, a larger one ~410 (11x); the default
+(3 tiny seeds of 8 variants, 2 larger seeds of 4) ~70 CPU minutes. The tokens are bytes, so on a
+small corpus the larger proxy's 4x tokens are many epochs (`epochs_of_clean_text`): watch
+`larger_curves` for runs whose held-out BPB turns up before the end.
+
+Every run is logged as it finishes (.bench/ranking/<corpus>/runs-<hash of the two proxies>.jsonl),
+so an interrupted benchmark resumes and a changed proxy starts a new log. GPU: the same code runs on
+CUDA where a device is lent; the result records whether one was (`device`).
 """
 from __future__ import annotations
 
 import argparse
+import copy
+import hashlib
 import itertools
 import json
 import os
 import random
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 RESULTS = ROOT / "benchmarks" / "results" / "ranking.json"
+PROXY = ROOT / "examples" / "train" / "proxy.yaml"
 
 import _corpora  # noqa: E402
 from trainer import run_grid  # noqa: E402
@@ -44,26 +58,57 @@ from trainer import run_grid  # noqa: E402
 GRADED = {"clean": ("junk", 0.0), "junk5": ("junk", 0.05), "junk10": ("junk", 0.10), "junk30": ("junk", 0.30),
           "dup30": ("dup", 0.30)}
 AGREEMENT = ("clean", "junk10", "junk30", "dup30")
-LARGER = {"model": {"d_model": 128, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2},
-          "moe": {"expert_hidden": 256}}
+TIERS = ("top2", "bottom2", "random")
 
 
-def _config(train: Path, held: Path, tokens: int, larger: bool) -> dict:
-    from assay.trainer.known_order import known_order_config
-
-    raw = known_order_config({"clean": train, "eval": held}, tokens)
-    if larger:
-        raw["model"] = dict(raw["model"], **LARGER["model"])
-        raw["moe"] = dict(raw["moe"], **LARGER["moe"])
-        raw["tokens"] = 4 * tokens
+def tiny_proxy(tokens: int | None = None) -> dict:
+    """examples/train/proxy.yaml without its data paths (set per run)."""
+    raw = yaml.safe_load(PROXY.read_text())
+    raw["data"] = {k: v for k, v in raw["data"].items() if k != "train"}
+    raw["eval"] = {k: v for k, v in raw["eval"].items() if k != "sets"}
+    if tokens:
+        raw["tokens"] = tokens
     return raw
+
+
+def larger_proxy(tiny: dict, width: float = 2.25, token_scale: int = 4) -> dict:
+    """The tiny proxy with d_model and every FFN width times `width` (rounded to whole heads of even
+    size; non-embedding parameters ~width^2 times: 2.25 gives 4.6x, where 2 gives 3.7x because norms
+    and the output head grow only linearly) and `token_scale` times the tokens; heads, layers,
+    optimizer, LR, batch and schedule unchanged (Muon's update is shape-normalised), evaluations at
+    the same fractions of the run."""
+    raw = copy.deepcopy(tiny)
+    raw["name"] = f"{tiny.get('name', 'proxy')}-x{width}"
+    unit = 2 * raw["model"]["n_heads"]
+    raw["model"]["d_model"] = unit * round(raw["model"]["d_model"] * width / unit)
+    for key in ("expert_hidden", "shared_hidden"):
+        if raw["moe"].get(key):
+            raw["moe"][key] = unit * round(raw["moe"][key] * width / unit)
+    raw["tokens"] *= token_scale
+    if raw["eval"].get("every_tokens"):
+        raw["eval"]["every_tokens"] *= token_scale
+    return raw
+
+
+def with_data(proxy: dict, train: Path, held: Path, seed: int) -> dict:
+    raw = copy.deepcopy(proxy)
+    raw["data"]["train"] = str(train)
+    raw["eval"]["sets"] = {"held_out": str(held)}
+    raw["seed"] = seed
+    return raw
+
+
+def non_embedding_params(proxy: dict, vocab: int = 260) -> int:
+    from assay.trainer.config import parse_train_config
+    from assay.trainer.train import build_model
+
+    cfg = parse_train_config(with_data(proxy, Path("x"), Path("y"), 0))
+    return build_model(cfg, vocab, 129).param_counts()["active_non_embedding"]
 
 
 def tier_variants(work: Path, train: list[dict], seed: int = 0) -> dict[str, list[dict]]:
     """Score the pool (clean documents plus 30% junk) with quality.tier; top two tiers, bottom two and
     a random sample cut to the same bytes."""
-    import pyarrow as pa
-
     from assay.pipeline.dataset import Dataset, write_table
     from assay.pipeline.runner import run_stage
     from assay.pipeline.schema import make_docs
@@ -98,35 +143,44 @@ def tier_variants(work: Path, train: list[dict], seed: int = 0) -> dict[str, lis
                 "random": cut(sample)}
     return {"variants": variants, "junk_share": {k: round(sum(d["doc_id"] in junk_ids for d in v) / max(len(v), 1), 3)
                                                  for k, v in variants.items()},
+            "bytes": {k: sum(len(d["text"].encode()) for d in v) for k, v in variants.items()},
             "tier_counts": {t: sum(1 for x in tier.values() if x == t) for t in sorted(set(tier.values()), key=str)}}
 
 
-def _agree(a: dict[str, float], b: dict[str, float]) -> tuple[int, int]:
-    pairs = list(itertools.combinations(sorted(a), 2))
-    return sum((a[x] < a[y]) == (b[x] < b[y]) for x, y in pairs), len(pairs)
+def _std(x) -> float | None:
+    return round(float(np.std(x, ddof=1)), 4) if len(x) > 1 else None
 
 
-def _pair_table(tiny_runs: dict[str, list[float]], larger: dict[str, float]) -> dict[str, dict]:
-    """Per pair: the tiny proxy's BPB gap (second minus first) with the seed std of the paired gap,
-    the larger proxy's gap, and whether they order the pair alike."""
+def pair_table(tiny: dict[str, list[float]], larger: dict[str, list[float]]) -> dict[str, dict]:
+    """Per pair (x vs y): each proxy's gap of mean BPB (y minus x: positive = x better), the arms'
+    seed std (the larger of the two) and the std of the paired per-seed gap, whether the gap exceeds
+    each, and whether the two proxies order the pair alike (on mean BPB)."""
     table = {}
     for x, y in itertools.combinations(sorted(larger), 2):
-        gaps = np.subtract(tiny_runs[y], tiny_runs[x])
-        table[f"{x} vs {y}"] = {"tiny_gap": round(float(gaps.mean()), 4), "tiny_gap_seed_std": round(float(gaps.std(ddof=1)), 4)
-                                if len(gaps) > 1 else None, "larger_gap": round(larger[y] - larger[x], 4),
-                                "agree": bool((gaps.mean() > 0) == (larger[y] > larger[x]))}
+        row = {}
+        for size, runs in (("tiny", tiny), ("larger", larger)):
+            n = min(len(runs[x]), len(runs[y]))
+            gap = float(np.mean(runs[y]) - np.mean(runs[x]))
+            arm_std = max(filter(None, (_std(runs[x]), _std(runs[y]))), default=None)
+            paired_std = _std(np.subtract(runs[y][:n], runs[x][:n]))
+            row.update({f"{size}_gap": round(gap, 4), f"{size}_seed_std": arm_std, f"{size}_paired_gap_std": paired_std,
+                        f"{size}_gap_beyond_seed_std": None if arm_std is None else bool(abs(gap) > arm_std),
+                        f"{size}_gap_beyond_paired_std": None if paired_std is None else bool(abs(gap) > paired_std)})
+        row["agree"] = bool((row["tiny_gap"] > 0) == (row["larger_gap"] > 0))
+        table[f"{x} vs {y}"] = row
     return table
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default="news", choices=_corpora.KINDS)
-    # Sized so one run takes <= 30 CPU minutes on 2 cores: a larger run costs ~2.4x a tiny one per
-    # token (measured on news), so at 4x the tokens one larger seed of four arms is ~half the total.
-    ap.add_argument("--tiny-tokens", type=int, default=500_000, help="tiny proxy budget (the larger gets 4x)")
+    ap.add_argument("--tiny-tokens", type=int, default=None, help="tiny budget (default: proxy.yaml's)")
+    ap.add_argument("--width", type=float, default=2.25, help="larger proxy: d_model and FFN width multiplier")
+    ap.add_argument("--token-scale", type=int, default=4, help="larger proxy: token multiplier")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--larger-seeds", type=int, default=1)
+    ap.add_argument("--larger-seeds", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--summarize", action="store_true", help="train nothing: summarise the runs logged so far")
     args = ap.parse_args(argv)
 
     import torch
@@ -134,7 +188,10 @@ def main(argv=None) -> int:
     from assay.trainer.bytes import write_byte_dataset
     from assay.trainer.known_order import build_arms
 
-    tokens = args.tiny_tokens
+    start_wall, start_load = time.time(), os.getloadavg()[0]
+    tiny_cfg = tiny_proxy(args.tiny_tokens)
+    larger_cfg = larger_proxy(tiny_cfg, args.width, args.token_scale)
+    protocol = hashlib.sha256(json.dumps([tiny_cfg, larger_cfg], sort_keys=True).encode()).hexdigest()[:10]
     work = ROOT / ".bench" / "ranking" / args.corpus
     docs = _corpora.corpus(args.corpus)
     paths = build_arms(work / "data", docs, GRADED)
@@ -144,55 +201,73 @@ def main(argv=None) -> int:
         random.Random(1).shuffle(variant)
         paths[name] = write_byte_dataset(variant, work / "data" / name, 129)
 
-    jobs = []
-    for arm in GRADED:
-        for s in range(args.seeds):
-            jobs.append((["tiny", arm, s], dict(_config(paths[arm], paths["eval"], tokens, False), seed=s)))
-    for arm in AGREEMENT:
-        for s in range(args.larger_seeds):
-            jobs.append((["larger", arm, s], dict(_config(paths[arm], paths["eval"], tokens, True), seed=s)))
-    for arm in ("top2", "bottom2", "random"):
-        for s in range(args.seeds):
-            jobs.append((["tiny", arm, s], dict(_config(paths[arm], paths["eval"], tokens, False), seed=s)))
-    done = {tuple(r["key"]): r for r in run_grid(jobs, work / "runs.jsonl", work / "runs", args.workers)}
+    def job(size: str, arm: str, s: int):
+        return [size, arm, s], with_data(tiny_cfg if size == "tiny" else larger_cfg, paths[arm], paths["eval"], s)
 
-    def mean(size: str, arm: str, n: int) -> float:
-        return float(np.mean([done[(size, arm, s)]["bpb"] for s in range(n)]))
+    # the cheap tiny runs first (agreement arms, tiers, the rest of the graded series), then the larger
+    # proxy seed by seed, so a shorter run (fewer --larger-seeds) is a prefix of a longer one
+    jobs = [job("tiny", a, s) for a in [*AGREEMENT, *TIERS, *(a for a in GRADED if a not in AGREEMENT)]
+            for s in range(args.seeds)]
+    jobs += [job("larger", a, s) for s in range(args.larger_seeds) for a in AGREEMENT]
+    keys = {json.dumps(k) for k, _ in jobs}
+    log = work / f"runs-{protocol}.jsonl"
+    logged = run_grid(jobs, log, work / "runs", args.workers) if not args.summarize else \
+        [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    done = {tuple(r["key"]): r for r in logged if json.dumps(r["key"]) in keys}
+    missing = ["/".join(map(str, k)) for k, _ in jobs if tuple(k) not in done]
 
-    def cpu(size: str, arm: str, n: int) -> float:
-        return round(sum(done[(size, arm, s)]["cpu_s"] for s in range(n)), 1)
+    def runs(size: str, arm: str, n: int) -> list[float]:
+        return [done[(size, arm, s)]["bpb"] for s in range(n) if (size, arm, s) in done]
 
-    tiny = {a: mean("tiny", a, args.seeds) for a in GRADED}
-    tiny_runs = {a: [done[("tiny", a, s)]["bpb"] for s in range(args.seeds)] for a in GRADED}
-    larger = {a: mean("larger", a, args.larger_seeds) for a in AGREEMENT}
-    agree, pairs = _agree({a: tiny[a] for a in AGREEMENT}, larger)
+    tiny = {a: runs("tiny", a, args.seeds) for a in [*GRADED, *TIERS]}
+    larger = {a: runs("larger", a, args.larger_seeds) for a in AGREEMENT}
+    mean = {a: float(np.mean(v)) for a, v in tiny.items() if v}
+    measured = all(tiny[a] and larger[a] for a in AGREEMENT)
+    table = pair_table({a: tiny[a] for a in AGREEMENT}, larger) if measured else {}
+    agree = sum(p["agree"] for p in table.values())
     graded = ["clean", "junk5", "junk10", "junk30"]
-    tier_bpb = {a: mean("tiny", a, args.seeds) for a in ("top2", "bottom2", "random")}
-    top_wins = tier_bpb["top2"] < min(tier_bpb["bottom2"], tier_bpb["random"])
+    tiers_measured = all(a in mean for a in TIERS)
+    top_wins = tiers_measured and mean["top2"] < min(mean["bottom2"], mean["random"])
+    cpu = [r["cpu_s"] for r in done.values()]
     result = {
         "corpus": args.corpus, "unseen_split": args.corpus == _corpora.UNSEEN,
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else
-        "CPU only: no GPU device was lent to this session; GPU figures (MoE proxy MFU) not measured",
-        "tiny_tokens": tokens, "larger_tokens": 4 * tokens, "seeds": args.seeds, "larger_seeds": args.larger_seeds,
-        "graded_bpb": {a: round(v, 4) for a, v in tiny.items()},
-        "graded_order_holds": all(tiny[x] < tiny[y] for x, y in zip(graded, graded[1:])),
-        "larger_bpb": {a: round(v, 4) for a, v in larger.items()},
-        "graded_seed_std": {a: round(float(np.std(v, ddof=1)), 4) for a, v in tiny_runs.items()} if args.seeds > 1 else None,
-        "pairs_agreeing": f"{agree} of {pairs}",
-        "pairs": (pair_table := _pair_table({a: tiny_runs[a] for a in AGREEMENT}, larger)),
-        # pairs the tiny proxy separates by more than the seed std of the paired gap: the others'
-        # agreement is closer to a coin toss
-        "tiny_pairs_beyond_one_seed_std": sum(abs(p["tiny_gap"]) > (p["tiny_gap_seed_std"] or 0)
-                                              for p in pair_table.values()),
-        "tiers": {"bpb": {a: round(v, 4) for a, v in tier_bpb.items()}, "junk_share": tiers["junk_share"],
-                  "tier_counts": tiers["tier_counts"], "top_two_tiers_win": bool(top_wins),
-                  "verdict": "the top two tiers won on held-out clean text" if top_wins else
-                  "the tiers did not help: the top two tiers did not beat both the bottom two and a random sample"},
-        "cpu_seconds": {"tiny_run": cpu("tiny", "clean", 1), "larger_run": cpu("larger", "clean", 1),
-                        "all_runs": round(sum(r["cpu_s"] for r in done.values()), 1)},
-        "load_average_at_end": round(os.getloadavg()[0], 1),
+        "CPU only: no GPU device lent to this session; GPU figures (MoE proxy MFU) not measured",
+        "tiny_proxy": {"from": "examples/train/proxy.yaml", "config": tiny_cfg,
+                       "non_embedding_params": non_embedding_params(tiny_cfg)},
+        "larger_proxy": {"width": args.width, "token_scale": args.token_scale, "config": larger_cfg,
+                         "non_embedding_params": non_embedding_params(larger_cfg)},
+        "seeds": args.seeds, "larger_seeds": args.larger_seeds,
+        "runs_missing": missing,
+        "graded_bpb": {a: round(mean[a], 4) for a in GRADED if a in mean},
+        "graded_bpb_per_seed": {a: [round(x, 4) for x in tiny[a]] for a in GRADED},
+        "graded_seed_std": {a: _std(tiny[a]) for a in GRADED},
+        "graded_order_holds": all(mean[x] < mean[y] for x, y in zip(graded, graded[1:]))
+        if all(a in mean for a in graded) else "not measured",
+        "larger_bpb": {a: round(float(np.mean(v)), 4) for a, v in larger.items() if v},
+        "larger_bpb_per_seed": {a: [round(x, 4) for x in v] for a, v in larger.items()},
+        "larger_seed_std": {a: _std(v) for a, v in larger.items()},
+        # held-out BPB at each quarter of the larger runs: a curve that turns up at the end is a run
+        # that has started to memorise its training text (many epochs of a small corpus)
+        "larger_curves": {"/".join(map(str, k[1:])): r["curve"] for k, r in sorted(done.items()) if k[0] == "larger"},
+        "clean_train_bytes": (clean_bytes := sum(len(d["text"].encode()) for d in train)),
+        "epochs_of_clean_text": {"tiny": round(tiny_cfg["tokens"] / clean_bytes, 2),
+                                 "larger": round(larger_cfg["tokens"] / clean_bytes, 2)},
+        "pairs_agreeing": f"{agree} of {len(table)}" if measured else "not measured (larger proxy runs missing)",
+        "pairs": table,
+        "tiers": {"bpb": {a: round(mean[a], 4) for a in TIERS if a in mean}, "bpb_per_seed": {a: [round(x, 4) for x in tiny[a]] for a in TIERS},
+                  "seed_std": {a: _std(tiny[a]) for a in TIERS}, "junk_share": tiers["junk_share"],
+                  "bytes": tiers["bytes"], "tier_counts": tiers["tier_counts"], "top_two_tiers_win": bool(top_wins),
+                  "verdict": "not measured" if not tiers_measured else "the top two tiers won on held-out clean text"
+                  if top_wins else "the tiers did not help: the top two tiers did not beat both the bottom two and a "
+                  "random sample"},
+        "cpu_seconds": {**{f"{size}_run_mean": round(float(np.mean(c)), 1) for size in ("tiny", "larger")
+                           if (c := [done[k]["cpu_s"] for k in done if k[0] == size])},
+                        "all_runs": round(sum(cpu), 1)},
+        "wall_seconds_this_invocation": round(time.time() - start_wall),
+        "load_average": {"start": round(start_load, 1), "end": round(os.getloadavg()[0], 1)},
     }
-    print(json.dumps(result, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("tiny_proxy", "larger_proxy")}, indent=1))
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results[args.corpus] = result
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

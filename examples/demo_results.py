@@ -30,8 +30,10 @@ def figures(run_dir: Path) -> dict:
     res = json.loads((Path(run_dir) / "ablation" / "ablation.json").read_text())
     pair = res["pairs"][0]
     return {"name": res["name"], "seeds": len(res["seeds"]), "tokens": res["tokens"], "metric_set": res["metric_set"],
-            "arms": {a: {"mean": round(r["mean"], 4), "std": round(r["std"], 4)} for a, r in sorted(res["arms"].items())},
-            "p_value": round(pair["p_value"], 3), "significant": pair["significant"],
+            # six decimals: rounded to 3 or 4 here, a figure could round again differently from the
+            # verdict, which rounds the unrounded values (3.33248 -> 3.3325 -> "3.333" vs "3.332")
+            "arms": {a: {"mean": round(r["mean"], 6), "std": round(r["std"], 6)} for a, r in sorted(res["arms"].items())},
+            "p_value": round(pair["p_value"], 6), "significant": pair["significant"],
             "verdict": verdict(pair, res["arms"], res["alpha"], res["significance"])}
 
 
