@@ -11,6 +11,8 @@ the known-order protocol (that was the stdlib reference and docstrings of `train
   whose letters are mostly not Latin (Chinese, Japanese, Korean, Arabic, Cyrillic, Devanagari);
 * `docs`: the long descriptions (READMEs) of the installed packages' metadata. The split kept
   unseen by the first dense + Muon protocol (run after it was frozen);
+* `mixed`: news, math, multilingual and code together, for the ranking benchmark (a larger proxy
+  needs more text than one small corpus holds);
 * `math`: competition mathematics, problem and worked solution in LaTeX-laden prose (every third
   record of the MATH test set, ../shared/data/decontam/math). The split kept unseen by the protocol of
   issue #32's second pass: only its record count and size were looked at before that protocol was frozen.
@@ -34,7 +36,7 @@ if not SHARED.exists():  # a worktree one level deeper than the main checkout
     SHARED = ROOT.parents[1] / "shared" / "data"
 if not SHARED.exists():
     SHARED = Path("/work/shared/data")
-KINDS = ("news", "code", "multilingual", "docs", "math")
+KINDS = ("news", "code", "multilingual", "docs", "math", "mixed")
 UNSEEN = "docs"  # unseen by the first dense + Muon known-order protocol and by benchmarks/ranking.py
 NEVER_SEEN = "math"  # unseen by the known-order protocol of issue #32's second pass (trainer.py --only corpora)
 
@@ -115,6 +117,13 @@ def math(every: int = 3) -> list[dict]:
     return out
 
 
+def mixed() -> list[dict]:
+    """news, math, multilingual and 2.5 MB of code together (~4.7 MB): enough text that the ranking
+    benchmark's larger proxy (4x the tiny one's 1M tokens) reads it about once, not six times as it
+    read news alone. `docs` stays out: it is the known-order protocol's unseen split."""
+    return news() + math() + multilingual() + code(max_bytes=2_500_000)
+
+
 def stdlib() -> list[dict]:
     """The tuning corpus itself (known_order.clean_documents), for reference rows beside the others."""
     from assay.trainer.known_order import clean_documents
@@ -124,7 +133,7 @@ def stdlib() -> list[dict]:
 
 def corpus(kind: str) -> list[dict]:
     return {"news": news, "code": code, "multilingual": multilingual, "docs": docs, "math": math,
-            "stdlib": stdlib}[kind]()
+            "mixed": mixed, "stdlib": stdlib}[kind]()
 
 
 def split(documents: list[dict]) -> tuple[list[dict], list[dict]]:

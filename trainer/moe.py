@@ -106,10 +106,11 @@ class Experts(nn.Module):
         flat = ids.reshape(-1)
         order = torch.argsort(flat, stable=True)  # slot order grouped by expert, stable = deterministic
         sorted_e = flat[order]
-        counts = torch.bincount(flat, minlength=self.n_experts)
+        # scatter_add, not bincount: a fixed output shape, so torch.compile keeps the layer in one graph
+        counts = torch.zeros(self.n_experts, dtype=torch.long, device=flat.device).scatter_add_(0, flat, torch.ones_like(flat))
         xs = x[order // k]  # each slot's token, in expert order
         if self._use_grouped_mm(x):
-            hs = self._grouped_mm(xs, counts)
+            hs = self._grouped_mm(xs, counts, sorted_e)
         else:
             hs = self._padded(xs, sorted_e, counts)
         inverse = torch.empty_like(order)
@@ -130,13 +131,12 @@ class Experts(nn.Module):
         out = torch.bmm(h, self.w_down.to(h.dtype))
         return out.reshape(E * cap, d)[slot]
 
-    def _grouped_mm(self, xs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    def _grouped_mm(self, xs: torch.Tensor, counts: torch.Tensor, sorted_e: torch.Tensor) -> torch.Tensor:
         offs = torch.cumsum(counts, 0).to(torch.int32)
         wgu, wd = self.w_gate_up.to(torch.bfloat16), self.w_down.to(torch.bfloat16)
         h = self._act(torch._grouped_mm(xs.to(torch.bfloat16), wgu, offs=offs))
-        sums = torch.zeros(self.n_experts, device=xs.device).index_add_(
-            0, torch.repeat_interleave(torch.arange(self.n_experts, device=xs.device), counts),
-            h.detach().float().pow(2).sum(-1))
+        # per-expert sums keyed by each slot's expert (no repeat_interleave: that would sync the host)
+        sums = torch.zeros(self.n_experts, device=xs.device).index_add_(0, sorted_e, h.detach().float().pow(2).sum(-1))
         self._note(sums, counts)
         return torch._grouped_mm(h, wd, offs=offs).to(xs.dtype)
 
@@ -158,7 +158,7 @@ class Experts(nn.Module):
             counts = torch.bincount(e, minlength=self.n_experts)
             xa = xs.clone().requires_grad_()
             with torch.enable_grad():  # the first call may come from evaluation, under no_grad
-                a = self._grouped_mm(xa, counts).float()
+                a = self._grouped_mm(xa, counts, e).float()
                 a.sum().backward()  # the kernel must have a backward here too
             self.w_gate_up.grad = self.w_down.grad = None
             with torch.no_grad():
