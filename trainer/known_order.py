@@ -156,14 +156,16 @@ def junk_documents(clean: list[dict], fraction: float, seed: int = 0) -> list[di
     target = fraction / (1 - fraction) * clean_bytes
     junk, made = [], 0
     while made < target:
-        doc = rng.choice(clean)["text"]
+        origin = rng.choice(clean)
+        doc = origin["text"]
         if len(junk) % 2 == 1:
             text, source = _shuffled(rng, doc), "shuffled"
         elif len(junk) % 4 == 0:
             text, source = _keyword_spam(rng, doc, rng.randint(800, 2500)), "keywords"
         else:
             text, source = _boilerplate(rng, rng.randint(800, 2500)), "boilerplate"
-        junk.append({"doc_id": f"junk/{len(junk)}", "source": source, "text": text})
+        # `from`: the document it was made from (a crawl's domain label would follow that page)
+        junk.append({"doc_id": f"junk/{len(junk)}", "source": source, "text": text, "from": origin.get("doc_id")})
         made += len(text.encode())
     return junk
 
