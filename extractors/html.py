@@ -125,7 +125,7 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
     title = _title(tree)
     # Math markup is rare; substring tests on the raw text are much cheaper than the rewrite's XPaths.
     if passes is None:
-        passes = math_passes(html)
+        passes = math_passes(html if utf8 is None else utf8)  # the bytes: no second copy of a wide string
     n_math = rewrite_math(tree, passes) if passes else 0
     hidden, found, bodies = _scan(tree, native)
     for el in hidden:
