@@ -75,7 +75,7 @@ class Measures:
     __slots__ = ("v", "cjk")
 
     def __init__(self, root, cjk: bool = False):
-        order = [e for e in root.iter() if isinstance(e.tag, str)]
+        order = list(root.iter("*"))  # elements only (no comment or processing instruction), in C
         # Chinese, Japanese and Korean say in one character what takes a word elsewhere: there a
         # character counts as three; commas and stops are full-width, and a line without one (a list
         # of headlines) is no paragraph.
@@ -316,8 +316,9 @@ def _furniture(node, total: int) -> bool:
     return len(text) < 80 and len(text.split()) <= 10 and bool(_DATE.search(text)) and not _SENTENCE_END.search(text)
 
 
-def _prune(el, m: Measures, body_chars: int) -> None:
-    """Drop the boilerplate blocks inside a chosen element (in place)."""
+def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
+    """Drop the boilerplate blocks inside a chosen element (in place). `thread`: `el` holds the posts
+    of a thread, all content: a short reply with a mention link is no menu."""
     holds_code = {a for pre in el.iter("pre") for a in pre.iterancestors()}  # code is content wherever it is
     # Inside a selection that is itself named as boilerplate (a thread of `comment` blocks), names
     # against are no evidence: the page's content lives in such markup.
@@ -327,13 +328,13 @@ def _prune(el, m: Measures, body_chars: int) -> None:
     while stack:  # depth first in page order; a dropped block's descendants are not looked at
         node = stack.pop()
         if node.tag in _PRUNED and node.tag not in _KEEP and node not in holds_code and \
-                _boilerplate(node, m, body_chars, named_against, groups):
+                _boilerplate(node, m, body_chars, named_against, groups, thread):
             _remove(node)
         elif len(node):
             stack.extend(k for k in reversed(node) if isinstance(k.tag, str))
 
 
-def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict) -> bool:
+def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict, thread: bool = False) -> bool:
     found = m.v.get(node)
     if found is None:
         return False
@@ -353,7 +354,7 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
     if tag in _LISTS or tag in ("div", "section", "p", "li", "header", "figure"):
         if density > 0.5 and total < 0.5 * body_chars:
             return True
-        return tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
+        return not thread and tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
             found[4] < 5 and total < 0.25 * body_chars
     return tag in ("form", "fieldset", "figcaption", "address")
 
@@ -417,7 +418,13 @@ _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 def _is_cjk(body) -> bool:
     """The page's text is mostly Chinese, Japanese or Korean (a sample of its first characters)."""
-    sample = body.xpath("string()")[:12000]
+    parts, n = [], 0
+    for text in body.itertext():  # the page's first characters, without building all of its text
+        parts.append(text)
+        n += len(text)
+        if n >= 12000:
+            break
+    sample = "".join(parts)[:12000]
     letters = len(sample) - sum(sample.count(ws) for ws in (" ", "\n", "\t", "\r"))
     return len(_CJK.findall(sample)) > 0.3 * letters
 
@@ -433,7 +440,7 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
     chosen = [body] if keep_all else _selection(body, m, _score_candidates(m))
     body_chars = sum(m.total(el) for el in chosen) or 1
     for el in chosen:
-        _prune(el, m, body_chars)
+        _prune(el, m, body_chars, keep_all)
     if title and not keep_all:
         _drop_headline(chosen, title)
     return chosen

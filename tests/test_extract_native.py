@@ -100,3 +100,23 @@ def test_every_entry_of_a_list_of_documented_members_is_kept():
             "</body></html>")
     text = native(html)
     assert all(f"Entry {i} sentence 0." in text for i in range(4)) and "Entry 0 sentence 4." in text
+
+
+def _forum(replies: list[str]) -> str:
+    # A forum engine's thread: the opening post in a block named `topic-detail`, each reply in a
+    # `div.reply` with its author line (a profile link, the floor number) and its text.
+    rows = "".join(f"<div class='reply'><div class='infos'><div class='info'><a href='/u{i}'>user{i}</a> #{i}</div>"
+                   f"<div class='markdown'><p>{r}</p></div></div></div>" for i, r in enumerate(replies))
+    return (f"<html><body>{NAV}<div class='main'><div class='topic-detail'><h1>Budget thread</h1>"
+            f"<div class='card-body'><p>Opening post. {SENT}</p></div></div>"
+            f"<div class='replies'>{rows}</div></div></body></html>")
+
+
+def test_a_thread_keeps_its_opening_post_and_short_replies_with_a_mention():
+    # The replies are the repeated post blocks; the opening post is shaped otherwise (named `topic`,
+    # like a Q&A page's `question`), and a short reply that mentions another user by a profile link
+    # is a post, not a menu.
+    replies = [f"Reply {i}. {SENT}" for i in range(4)] + ["<a href='/u1'>@user1</a> agreed, thanks!"]
+    text = native(_forum(replies))
+    assert "Opening post." in text and all(f"Reply {i}." in text for i in range(4))
+    assert "agreed, thanks!" in text
