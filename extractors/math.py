@@ -282,9 +282,9 @@ except ImportError:  # the same answer, slower
 
 def _gate(page: str | bytes) -> bool:
     if isinstance(page, str):
-        if _GATE_SEARCH is None or not page.isascii():
+        if _GATE_SEARCH is None:
             return any(m in page for m in _GATE)
-        page = page.encode("ascii")
+        page = page.encode("utf-8", "surrogatepass")  # 0.01 ms a page: the markers are ASCII
     if _GATE_SEARCH is None:
         return any(m in page for m in _GATE_BYTES)
     return bool(_GATE_SEARCH(page))

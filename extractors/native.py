@@ -382,6 +382,55 @@ def _group_chars(node, m: Measures, groups: dict) -> int:
     return found
 
 
+# Headings that open a list of other pages' teasers after the article ("Related stories", "其他人也在看").
+_MORE_HEADING = re.compile(
+    r"^(?:related(?:\s+(?:articles?|posts?|stories|news|content|reading|links))?|you (?:may|might) also like"
+    r"|more (?:from|stories|news|articles|to read|on this)\b|recommended(?:\s+(?:for you|reading|stories|articles))?"
+    r"|read (?:next|also)|also read|popular (?:posts|stories|articles|now)|trending(?: now| stories)?"
+    r"|most (?:read|popular|viewed|shared)|what to read next|around the web"
+    r"|other (?:people|readers) (?:also )?(?:read|viewed)"
+    r"|mehr zum thema|das könnte sie auch interessieren|weitere artikel|à lire aussi|lire aussi|sur le même sujet"
+    r"|te puede interesar|noticias relacionadas|más noticias|читайте также|похожие (?:статьи|новости)"
+    r"|其他人也在看|大家都在看|相关阅读|相關閱讀|相关文章|相關文章|相关新闻|相關新聞|推荐阅读|推薦閱讀|猜你喜欢|为你推荐"
+    r"|熱門|热门推荐|热门文章|延伸阅读|延伸閱讀|関連記事|おすすめ記事|관련 기사)\s*[:：]?$", re.I)
+
+
+def _more_heading(el) -> bool:
+    return bool(_MORE_HEADING.match(" ".join(el.text_content().split())))
+
+
+def _text_before(node, top, m: Measures) -> bool:
+    """Running text precedes `node` inside `top`."""
+    while node is not top and node is not None:
+        if any(m.v.get(sib, _NOTHING)[5] for sib in node.itersiblings(preceding=True)):
+            return True
+        node = node.getparent()
+    return False
+
+
+_NOTHING = (0,) * 7
+
+
+def _cut_teasers(chosen: list, m: Measures) -> None:
+    """After the article, a heading that opens other pages' teasers: it and what follows it in its
+    container go (the teasers' summaries are running text, and lifted the selection to hold them).
+    Not when no running text precedes it: then what follows is the content ("Related work")."""
+    for el in chosen:
+        for h in list(el.iter("h2", "h3", "h4")):
+            if h.getparent() is None or not _more_heading(h):
+                continue
+            node = h  # the heading's wrapper, when the wrapper holds the heading alone
+            while node.getparent() is not el and m.total(node.getparent()) <= m.total(node) + 5:
+                node = node.getparent()
+            if not _text_before(node, el, m):
+                continue
+            for sib in list(node.itersiblings()):
+                if sib.tag in _HEADINGS and not _more_heading(sib):
+                    break
+                _remove(sib)
+            _remove(node)
+
+
 def _drop_headline(chosen: list, title: str) -> None:
     """The page's headline is its title (`meta.title`), not part of the text: the first heading of
     the selection goes when the title holds it."""
@@ -418,13 +467,7 @@ _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 def _is_cjk(body) -> bool:
     """The page's text is mostly Chinese, Japanese or Korean (a sample of its first characters)."""
-    parts, n = [], 0
-    for text in body.itertext():  # the page's first characters, without building all of its text
-        parts.append(text)
-        n += len(text)
-        if n >= 12000:
-            break
-    sample = "".join(parts)[:12000]
+    sample = body.xpath("string()")[:12000]
     letters = len(sample) - sum(sample.count(ws) for ws in (" ", "\n", "\t", "\r"))
     return len(_CJK.findall(sample)) > 0.3 * letters
 
@@ -439,6 +482,8 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
     m = Measures(body, not ascii_only and _is_cjk(body))
     chosen = [body] if keep_all else _selection(body, m, _score_candidates(m))
     body_chars = sum(m.total(el) for el in chosen) or 1
+    if not keep_all:
+        _cut_teasers(chosen, m)  # before pruning, which drops the short heading alone ("Related")
     for el in chosen:
         _prune(el, m, body_chars, keep_all)
     if title and not keep_all:

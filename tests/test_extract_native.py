@@ -120,3 +120,23 @@ def test_a_thread_keeps_its_opening_post_and_short_replies_with_a_mention():
     text = native(_forum(replies))
     assert "Opening post." in text and all(f"Reply {i}." in text for i in range(4))
     assert "agreed, thanks!" in text
+
+
+def test_teasers_under_a_related_heading_after_the_article_are_not_text():
+    # Other stories' teasers (titles and summaries: running text) under an "Others also read" heading
+    # after a short article: the heading opens a list of other pages, which goes with it.
+    body = "".join(f"<p>Article line {i}. {SENT}</p>" for i in range(3))
+    teasers = "".join(f"<li><a href='/s{i}'>Story {i}</a><p>Teaser {i}. {SENT}</p></li>" for i in range(5))
+    for heading in ("Related stories", "其他人也在看", "You may also like"):
+        html = (f"<html><body>{NAV}<div class='page'><div class='col'>{body}</div><div class='stream'>"
+                f"<div class='hdr'><h2>{heading}</h2></div><ul>{teasers}</ul></div></div></body></html>")
+        text = native(html)
+        assert all(f"Article line {i}." in text for i in range(3)), heading
+        assert "Teaser" not in text and heading not in text, heading
+
+
+def test_a_related_heading_at_the_start_of_the_selection_keeps_what_follows():
+    # Nothing of an article before the heading: what follows it is the content itself.
+    body = "".join(f"<p>Article line {i}. {SENT}</p>" for i in range(4))
+    text = native(f"<html><body>{NAV}<main><h2>Related work</h2>{body}</main></body></html>")
+    assert all(f"Article line {i}." in text for i in range(4))
