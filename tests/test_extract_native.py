@@ -140,3 +140,14 @@ def test_a_related_heading_at_the_start_of_the_selection_keeps_what_follows():
     body = "".join(f"<p>Article line {i}. {SENT}</p>" for i in range(4))
     text = native(f"<html><body>{NAV}<main><h2>Related work</h2>{body}</main></body></html>")
     assert all(f"Article line {i}." in text for i in range(4))
+
+
+def test_a_post_feed_inside_a_form_is_the_content():
+    # Forum engines wrap the whole post feed in a <form> (moderators' checkboxes): a form that holds
+    # most of the selection's text is no search box or sign-up form.
+    posts = "".join(f"<article class='cPost'><div class='author'><a href='/u{i}'>user{i}</a></div>"
+                    f"<div class='richText'><p>Post {i}. {SENT}</p></div></article>" for i in range(4))
+    html = (f"<html><body>{NAV}<div id='feed'><h1>Budget thread</h1><form action='/mod'>{posts}</form></div>"
+            "<form class='search'><p>Search the forum for other threads</p></form></body></html>")
+    text = native(html)
+    assert all(f"Post {i}." in text for i in range(4))
