@@ -306,10 +306,25 @@ _DATE = re.compile(r"\b(?:19|20)\d\d\b|\b\d{1,2}:\d\d\b|\b(?:jan|feb|mar|apr|may
 _BYLINE = re.compile(r"^(?:by|von|par|por|di|door|av|от|текст:)\s", re.I)
 
 
+# A site's calls to action under an article (newsletter, social, tips, affiliate notes): up to _CALL
+# characters, longer than the stock lines above.
+_CALL = 220
+_CALL_TO_ACTION = re.compile(
+    r"^(?:follow (?:us\b|@\w+|[\w .'’&@()-]{1,60} on (?:twitter|facebook|instagram|linkedin|tiktok|youtube|x)\b)"
+    r"|(?:get|receive) (?:the|our)\b.{0,60}\b(?:in|to) your inbox|sign up (?:for|to) (?:our|the)\b.{0,60}\bnewsletters?\b"
+    r"|subscribe to (?:our|the|[\w.’']+(?:'s|’s)) (?:[\w-]+ )?newsletters?\b|you have been successfully subscribed"
+    r"|there was a problem subscribing|thanks? (?:you )?for (?:subscribing|signing up)|have a (?:news )?tip\?"
+    r"|if you (?:buy|purchase|click)\b.{0,80}\b(?:commission|share of the sale|affiliate|earn)\b)", re.I)
+
+
 def _furniture(node, total: int) -> bool:
     """A short block that reads as a byline, a dateline or a site's stock line."""
     text = " ".join(node.text_content().split())
     if not text:
+        return False
+    if _CALL_TO_ACTION.match(text):
+        return True
+    if total >= _SHORT:
         return False
     if _FURNITURE.match(text) or _BYLINE.match(text) and not _SENTENCE_END.search(text):
         return True
@@ -346,7 +361,7 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
     tag = node.tag
     if tag in _INLINE:
         return tag == "time" and node.getparent().tag in _BLOCK and not (node.getparent().text or "").strip()
-    if total < _SHORT and tag != "li" and _furniture(node, total):
+    if total < _CALL and tag != "li" and _furniture(node, total):
         return True
     density = m.density(node)
     if tag in _HEADINGS:

@@ -151,3 +151,18 @@ def test_a_post_feed_inside_a_form_is_the_content():
             "<form class='search'><p>Search the forum for other threads</p></form></body></html>")
     text = native(html)
     assert all(f"Post {i}." in text for i in range(4))
+
+
+def test_calls_to_action_under_the_article_are_not_text():
+    # Newsletter, social and affiliate lines under an article are longer than a byline but are the
+    # site's, not the story's; a sentence of the story that starts like one stays.
+    body = "".join(f"<p>Article line {i}. {SENT}</p>" for i in range(4))
+    calls = ["Get the latest updates right in your inbox. Subscribe to NJ.com’s newsletters.",
+             "Follow The Daily Planet Opinion section on Facebook, Twitter (@DPopinion) and Instagram.",
+             "If you buy something through this post, the site may get a share of the sale.",
+             "Have a tip? Our reporter may be reached at tips@example.com."]
+    html = (f"<html><body>{NAV}<article>{body}" + "".join(f"<p>{c}</p>" for c in calls)
+            + "<p>Follow the river north for two miles, and the library stands on the left bank.</p></article></body></html>")
+    text = native(html)
+    assert all(f"Article line {i}." in text for i in range(4)) and "Follow the river north" in text
+    assert not any(c[:20] in text for c in calls)
