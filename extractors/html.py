@@ -396,6 +396,11 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
     extraction child is busy with the page before."""
     html, charset = decode_html(item["html"], item.get("charset"))
     utf8 = item["html"] if charset in _UTF8_NAMES else None  # decoded strictly, so valid UTF-8
+    if charset == "str" and not html.isascii():
+        try:  # libxml2 reads UTF-8 bytes faster than a wide string, and the formula gate needs them too
+            utf8 = html.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate
+            pass
     mode = item.get("mode", "precise")
     tree, n_math, code_blocks, title, posts = _prepare(html, item.get("math_passes"), utf8, mode == "native")
     if tree is None:
