@@ -125,7 +125,7 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
     title = _title(tree)
     # Math markup is rare; substring tests on the raw text are much cheaper than the rewrite's XPaths.
     if passes is None:
-        passes = math_passes(html)
+        passes = math_passes(html if utf8 is None else utf8)  # the bytes: no second copy of a wide string
     n_math = rewrite_math(tree, passes) if passes else 0
     hidden, found, bodies = _scan(tree, native)
     for el in hidden:
@@ -168,26 +168,52 @@ def _scan(tree, native: bool = False) -> tuple[list, tuple[list, list], list]:
     `threads.thread_posts` (schema.org items, classes with a post word), and `itemprop=articleBody`
     elements (`_main_region`).
     Dropped: navigation, footer, sidebar and search landmarks, and hidden elements; for
-    `mode=native` also dialogs and blocks a CSS framework hides (`native.script_hidden`)."""
-    from .native import script_hidden
-    from .threads import POST_HINT
-
+    `mode=native` also dialogs and blocks a CSS framework hides (`native.script_hidden`).
+    Most elements have no attribute, or a class only: one `keys()` call tells, and a class string's
+    tests are looked up (a page repeats a few class strings many times)."""
     roles = _DROP_ROLES_NATIVE if native else _DROP_ROLES
-    post_hint = POST_HINT.search
     hidden, scoped, classed, bodies = [], [], [], []
+    plain = _RARE_ATTRS.isdisjoint
+    flags = _CLASS_FLAGS[native]
     for el in tree.iter("*"):  # inlined tests: a function call per element costs more than they do
+        keys = el.keys()
+        if not keys:
+            continue
         cls = el.get("class")
-        if el.get("role") in roles or el.get("aria-hidden") == "true" or el.get("hidden") is not None or \
-                native and cls and ("hid" in cls or "none" in cls or "modal" in cls or "dialog" in cls or
-                                    "popup" in cls or "lightbox" in cls) and script_hidden(cls):
+        hide = False
+        if cls:
+            hide, post = flags.get(cls) or _class_flags(cls, native)
+            if post:
+                classed.append(el)
+        if plain(keys):
+            if hide:
+                hidden.append(el)
+            continue
+        if hide or el.get("role") in roles or el.get("aria-hidden") == "true" or el.get("hidden") is not None:
             hidden.append(el)
-        if cls and post_hint(cls):
-            classed.append(el)
         if el.get("itemprop") == "articleBody":
             bodies.append(el)
         if el.get("itemscope") is not None and el.get("itemtype") is not None:
             scoped.append(el)
     return hidden, (scoped, classed), bodies
+
+
+_RARE_ATTRS = frozenset(("role", "aria-hidden", "hidden", "itemprop", "itemscope"))
+_CLASS_FLAGS: dict[bool, dict[str, tuple[bool, bool]]] = {False: {}, True: {}}
+
+
+def _class_flags(cls: str, native: bool) -> tuple[bool, bool]:
+    """(hidden by a dialog or framework class in `mode=native`, names a thread post) for one class."""
+    from .native import script_hidden
+    from .threads import POST_HINT
+
+    found = (bool(native and ("hid" in cls or "none" in cls or "modal" in cls or "dialog" in cls or "popup" in cls
+                         or "lightbox" in cls) and script_hidden(cls)), POST_HINT.search(cls) is not None)
+    cache = _CLASS_FLAGS[native]
+    if len(cache) > 50_000:
+        cache.clear()
+    cache[cls] = found
+    return found
 
 
 _CODE_WRAPPERS = ("div", "figure", "span", "section")
@@ -370,6 +396,11 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
     extraction child is busy with the page before."""
     html, charset = decode_html(item["html"], item.get("charset"))
     utf8 = item["html"] if charset in _UTF8_NAMES else None  # decoded strictly, so valid UTF-8
+    if charset == "str" and not html.isascii():
+        try:  # libxml2 reads UTF-8 bytes faster than a wide string, and the formula gate needs them too
+            utf8 = html.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate
+            pass
     mode = item.get("mode", "precise")
     tree, n_math, code_blocks, title, posts = _prepare(html, item.get("math_passes"), utf8, mode == "native")
     if tree is None:

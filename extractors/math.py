@@ -271,13 +271,35 @@ _PASS_MARKERS = {
 _GATE = ("math", "katex", "mjx-", "latex", "mimetex", "MATH", 'alt="$', 'alt="\\')
 
 
-def math_passes(html: str) -> set[str]:
-    """The rewrite passes worth running on this page (empty: no formula markup at all)."""
+_GATE_BYTES = tuple(m.encode() for m in _GATE)
+try:  # one pass of a SIMD multi-pattern search instead of eight scans (0.29 against 0.75 ms on an AEB page)
+    import ahocorasick_rs
+
+    _GATE_SEARCH = ahocorasick_rs.BytesAhoCorasick(_GATE_BYTES).find_matches_as_indexes
+except ImportError:  # the same answer, slower
+    _GATE_SEARCH = None
+
+
+def _gate(page: str | bytes) -> bool:
+    if isinstance(page, str):
+        if _GATE_SEARCH is None:
+            return any(m in page for m in _GATE)
+        page = page.encode("utf-8", "surrogatepass")  # 0.01 ms a page: the markers are ASCII
+    if _GATE_SEARCH is None:
+        return any(m in page for m in _GATE_BYTES)
+    return bool(_GATE_SEARCH(page))
+
+
+def math_passes(html: str | bytes) -> set[str]:
+    """The rewrite passes worth running on this page (empty: no formula markup at all). `html`: the
+    decoded page, or its bytes when they are UTF-8 or another ASCII-compatible encoding (the markers
+    are ASCII: found in the bytes exactly where they are in the text)."""
     found: set[str] = set()
-    if not any(m in html for m in _GATE):
+    if not _gate(html):
         return found
+    binary = isinstance(html, bytes)
     for name, markers in _PASS_MARKERS.items():
-        if any(m in html for m in markers):
+        if any((m.encode() if binary else m) in html for m in markers):
             found.add(name)
     # Images and bare TeX in classed elements: their markers are many and each scan of a big page
     # costs more than the passes' own XPath prefilters, so these two always run behind the gate.

@@ -39,7 +39,7 @@ _NEGATIVE = re.compile(
     r"|social|related|relatedposts|breadcrumbs?|crumbs|cookies?|consent|banner|advert\w*|ads?|adsense|adslot|dfp"
     r"|promo\w*|sponsor\w*|subscribe|subscription|newsletter|signup|popup|modal|tags|taglist|tag-list|byline"
     r"|author-?bio|authorbox|about-author|pagination|pager|paging|skip|print|rating|toolbar|masthead|teasers?"
-    r"|recommend\w*|outbrain|taboola|disqus|login|follow|shoutbox|dialog|overlay|trending|popular|most-?read"
+    r"|recommend\w*|outbrain|taboola|disqus|login|follow|shoutbox|dialog|overlay|trending|popular|most-?read|latest"
     r"|read-?more|more-stories|newsflash|sitemap|breaking|meta|post-meta|entry-meta|postmeta|widget-area|visually-hidden|sr-only|screen-reader-text"
     r"|jump|links|linklist|blogroll|archive|categories|category|signature|sig|userinfo|postprofile|profile"
     r"|avatar|credits?|caption|copyright|legal|disclaimer|license|gallery|slideshow|carousel|video-?player"
@@ -75,7 +75,7 @@ class Measures:
     __slots__ = ("v", "cjk")
 
     def __init__(self, root, cjk: bool = False):
-        order = [e for e in root.iter() if isinstance(e.tag, str)]
+        order = list(root.iter("*"))  # elements only (no comment or processing instruction), in C
         # Chinese, Japanese and Korean say in one character what takes a word elsewhere: there a
         # character counts as three; commas and stops are full-width, and a line without one (a list
         # of headlines) is no paragraph.
@@ -306,18 +306,34 @@ _DATE = re.compile(r"\b(?:19|20)\d\d\b|\b\d{1,2}:\d\d\b|\b(?:jan|feb|mar|apr|may
 _BYLINE = re.compile(r"^(?:by|von|par|por|di|door|av|от|текст:)\s", re.I)
 
 
+# A site's calls to action under an article (newsletter, social, tips, affiliate notes): up to _CALL
+# characters, longer than the stock lines above.
+_CALL = 220
+_CALL_TO_ACTION = re.compile(
+    r"^(?:follow (?:us\b|@\w+|[\w .'’&@()-]{1,60} on (?:twitter|facebook|instagram|linkedin|tiktok|youtube|x)\b)"
+    r"|(?:get|receive) (?:the|our)\b.{0,60}\b(?:in|to) your inbox|sign up (?:for|to) (?:our|the)\b.{0,60}\bnewsletters?\b"
+    r"|subscribe to (?:our|the|[\w.’']+(?:'s|’s)) (?:[\w-]+ )?newsletters?\b|you have been successfully subscribed"
+    r"|there was a problem subscribing|thanks? (?:you )?for (?:subscribing|signing up)|have a (?:news )?tip\?"
+    r"|if you (?:buy|purchase|click)\b.{0,80}\b(?:commission|share of the sale|affiliate|earn)\b)", re.I)
+
+
 def _furniture(node, total: int) -> bool:
     """A short block that reads as a byline, a dateline or a site's stock line."""
     text = " ".join(node.text_content().split())
     if not text:
+        return False
+    if _CALL_TO_ACTION.match(text):
+        return True
+    if total >= _SHORT:
         return False
     if _FURNITURE.match(text) or _BYLINE.match(text) and not _SENTENCE_END.search(text):
         return True
     return len(text) < 80 and len(text.split()) <= 10 and bool(_DATE.search(text)) and not _SENTENCE_END.search(text)
 
 
-def _prune(el, m: Measures, body_chars: int) -> None:
-    """Drop the boilerplate blocks inside a chosen element (in place)."""
+def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
+    """Drop the boilerplate blocks inside a chosen element (in place). `thread`: `el` holds the posts
+    of a thread, all content: a short reply with a mention link is no menu."""
     holds_code = {a for pre in el.iter("pre") for a in pre.iterancestors()}  # code is content wherever it is
     # Inside a selection that is itself named as boilerplate (a thread of `comment` blocks), names
     # against are no evidence: the page's content lives in such markup.
@@ -327,13 +343,13 @@ def _prune(el, m: Measures, body_chars: int) -> None:
     while stack:  # depth first in page order; a dropped block's descendants are not looked at
         node = stack.pop()
         if node.tag in _PRUNED and node.tag not in _KEEP and node not in holds_code and \
-                _boilerplate(node, m, body_chars, named_against, groups):
+                _boilerplate(node, m, body_chars, named_against, groups, thread):
             _remove(node)
         elif len(node):
             stack.extend(k for k in reversed(node) if isinstance(k.tag, str))
 
 
-def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict) -> bool:
+def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict, thread: bool = False) -> bool:
     found = m.v.get(node)
     if found is None:
         return False
@@ -345,7 +361,7 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
     tag = node.tag
     if tag in _INLINE:
         return tag == "time" and node.getparent().tag in _BLOCK and not (node.getparent().text or "").strip()
-    if total < _SHORT and tag != "li" and _furniture(node, total):
+    if total < _CALL and tag != "li" and _furniture(node, total):
         return True
     density = m.density(node)
     if tag in _HEADINGS:
@@ -353,9 +369,11 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
     if tag in _LISTS or tag in ("div", "section", "p", "li", "header", "figure"):
         if density > 0.5 and total < 0.5 * body_chars:
             return True
-        return tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
+        return not thread and tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
             found[4] < 5 and total < 0.25 * body_chars
-    return tag in ("form", "fieldset", "figcaption", "address")
+    if tag in ("form", "fieldset"):
+        return total < 0.5 * body_chars  # a form that holds most of the text is the page (a post feed)
+    return tag in ("figcaption", "address")
 
 
 def _remove(node) -> None:
@@ -379,6 +397,55 @@ def _group_chars(node, m: Measures, groups: dict) -> int:
     if found is None:
         found = groups[key] = sum(m.total(s) for s in key[0] if s.tag == node.tag and s.get("class") == key[2])
     return found
+
+
+# Headings that open a list of other pages' teasers after the article ("Related stories", "其他人也在看").
+_MORE_HEADING = re.compile(
+    r"^(?:related(?:\s+(?:articles?|posts?|stories|news|content|reading|links))?|you (?:may|might) also like"
+    r"|more (?:from|stories|news|articles|to read|on this)\b|recommended(?:\s+(?:for you|reading|stories|articles))?"
+    r"|read (?:next|also)|also read|popular (?:posts|stories|articles|now)|trending(?: now| stories)?"
+    r"|most (?:read|popular|viewed|shared)|what to read next|around the web"
+    r"|other (?:people|readers) (?:also )?(?:read|viewed)"
+    r"|mehr zum thema|das könnte sie auch interessieren|weitere artikel|à lire aussi|lire aussi|sur le même sujet"
+    r"|te puede interesar|noticias relacionadas|más noticias|читайте также|похожие (?:статьи|новости)"
+    r"|其他人也在看|大家都在看|相关阅读|相關閱讀|相关文章|相關文章|相关新闻|相關新聞|推荐阅读|推薦閱讀|猜你喜欢|为你推荐"
+    r"|熱門|热门推荐|热门文章|延伸阅读|延伸閱讀|関連記事|おすすめ記事|관련 기사)\s*[:：]?$", re.I)
+
+
+def _more_heading(el) -> bool:
+    return bool(_MORE_HEADING.match(" ".join(el.text_content().split())))
+
+
+def _text_before(node, top, m: Measures) -> bool:
+    """Running text precedes `node` inside `top`."""
+    while node is not top and node is not None:
+        if any(m.v.get(sib, _NOTHING)[5] for sib in node.itersiblings(preceding=True)):
+            return True
+        node = node.getparent()
+    return False
+
+
+_NOTHING = (0,) * 7
+
+
+def _cut_teasers(chosen: list, m: Measures) -> None:
+    """After the article, a heading that opens other pages' teasers: it and what follows it in its
+    container go (the teasers' summaries are running text, and lifted the selection to hold them).
+    Not when no running text precedes it: then what follows is the content ("Related work")."""
+    for el in chosen:
+        for h in list(el.iter("h2", "h3", "h4")):
+            if h.getparent() is None or not _more_heading(h):
+                continue
+            node = h  # the heading's wrapper, when the wrapper holds the heading alone
+            while node.getparent() is not el and m.total(node.getparent()) <= m.total(node) + 5:
+                node = node.getparent()
+            if not _text_before(node, el, m):
+                continue
+            for sib in list(node.itersiblings()):
+                if sib.tag in _HEADINGS and not _more_heading(sib):
+                    break
+                _remove(sib)
+            _remove(node)
 
 
 def _drop_headline(chosen: list, title: str) -> None:
@@ -432,8 +499,10 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
     m = Measures(body, not ascii_only and _is_cjk(body))
     chosen = [body] if keep_all else _selection(body, m, _score_candidates(m))
     body_chars = sum(m.total(el) for el in chosen) or 1
+    if not keep_all:
+        _cut_teasers(chosen, m)  # before pruning, which drops the short heading alone ("Related")
     for el in chosen:
-        _prune(el, m, body_chars)
+        _prune(el, m, body_chars, keep_all)
     if title and not keep_all:
         _drop_headline(chosen, title)
     return chosen

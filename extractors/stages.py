@@ -74,7 +74,10 @@ class _HtmlExtracting:
             from .html import decode_html
             from .math import math_passes
 
-            item["math_passes"] = math_passes(decode_html(html, charset)[0])
+            # The bytes when they hold no NUL (so no UTF-16/32): an ASCII-compatible encoding has the
+            # ASCII markers where its text has them, and the page need not be decoded here too.
+            binary = isinstance(html, bytes) and b"\x00" not in html
+            item["math_passes"] = math_passes(html if binary else decode_html(html, charset)[0])
         return item
 
     def extract(self, html: bytes | str, charset: str | None,

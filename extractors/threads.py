@@ -129,13 +129,14 @@ def in_page(el, known: dict) -> bool:
     return found
 
 
-_QUESTION = re.compile(r"^question(?:[-_]?(?:body|content|text|container))?$", re.I)
+_QUESTION = re.compile(r"^(?:question|topic)(?:[-_]?(?:body|content|text|container|detail))?$", re.I)
 
 
 def _question(tree, posts: list):
-    """Q&A pages shape the question unlike the answers: an element named `question` that is neither
-    inside a post nor holds one, found when the posts are the answers only."""
-    for el in tree.xpath("//*[contains(@class, 'question') or contains(@id, 'question')]"):
+    """Q&A pages shape the question unlike the answers, and forum engines the opening post unlike
+    the replies: an element named `question` or `topic` (`topic-detail`, `topic-content`) that is
+    neither inside a post nor holds one, found when the posts are the answers or replies only."""
+    for el in tree.xpath("//*[contains(@class, 'question') or contains(@id, 'question') or contains(@class, 'topic')]"):
         names = (el.get("class") or "").split() + [el.get("id") or ""]
         if not any(_QUESTION.match(n) for n in names) or _text_len(el) < _MIN_POST_CHARS:
             continue

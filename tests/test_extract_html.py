@@ -383,3 +383,23 @@ def test_watchdog_memory_cap_counts_beyond_what_the_child_inherits():
         out = dog.run(2_000_000_000)
         assert not out.ok and out.reason == "too_large"
         assert dog.run(1000).value == 1000
+
+
+@pytest.mark.parametrize("searcher", ["ahocorasick", "fallback"])
+def test_formula_gate_reads_bytes_as_text(searcher, monkeypatch):
+    """The formula-markup gate gives the same passes on a page's UTF-8 bytes as on its text, with the
+    multi-pattern search and without it (the slower fallback when ahocorasick_rs is missing)."""
+    from assay.extractors import math as math_mod
+
+    if searcher == "fallback":
+        monkeypatch.setattr(math_mod, "_GATE_SEARCH", None)
+    pages = ["<p>prix 5 € — no formula here</p>",
+             '<p>Énergie <script type="math/tex">E=mc^2</script></p>',
+             '<img alt="$\\frac{a}{b}$" src="x.png"> naïve',
+             '<span class="katex"><math><mi>x</mi></math></span>',
+             "<mjx-container>x</mjx-container>", '<script src="/mathjax/AM_CHTML.js"></script> `x`']
+    expected = [set(), {"script", "img", "raw"}, {"img", "raw"}, {"katex", "mathml", "img", "raw"},
+                {"mjx", "img", "raw"}, {"asciimath", "img", "raw"}]
+    for page, want in zip(pages, expected):
+        assert math_mod.math_passes(page) == want, page
+        assert math_mod.math_passes(page.encode("utf-8")) == want, page

@@ -100,3 +100,69 @@ def test_every_entry_of_a_list_of_documented_members_is_kept():
             "</body></html>")
     text = native(html)
     assert all(f"Entry {i} sentence 0." in text for i in range(4)) and "Entry 0 sentence 4." in text
+
+
+def _forum(replies: list[str]) -> str:
+    # A forum engine's thread: the opening post in a block named `topic-detail`, each reply in a
+    # `div.reply` with its author line (a profile link, the floor number) and its text.
+    rows = "".join(f"<div class='reply'><div class='infos'><div class='info'><a href='/u{i}'>user{i}</a> #{i}</div>"
+                   f"<div class='markdown'><p>{r}</p></div></div></div>" for i, r in enumerate(replies))
+    return (f"<html><body>{NAV}<div class='main'><div class='topic-detail'><h1>Budget thread</h1>"
+            f"<div class='card-body'><p>Opening post. {SENT}</p></div></div>"
+            f"<div class='replies'>{rows}</div></div></body></html>")
+
+
+def test_a_thread_keeps_its_opening_post_and_short_replies_with_a_mention():
+    # The replies are the repeated post blocks; the opening post is shaped otherwise (named `topic`,
+    # like a Q&A page's `question`), and a short reply that mentions another user by a profile link
+    # is a post, not a menu.
+    replies = [f"Reply {i}. {SENT}" for i in range(4)] + ["<a href='/u1'>@user1</a> agreed, thanks!"]
+    text = native(_forum(replies))
+    assert "Opening post." in text and all(f"Reply {i}." in text for i in range(4))
+    assert "agreed, thanks!" in text
+
+
+def test_teasers_under_a_related_heading_after_the_article_are_not_text():
+    # Other stories' teasers (titles and summaries: running text) under an "Others also read" heading
+    # after a short article: the heading opens a list of other pages, which goes with it.
+    body = "".join(f"<p>Article line {i}. {SENT}</p>" for i in range(3))
+    teasers = "".join(f"<li><a href='/s{i}'>Story {i}</a><p>Teaser {i}. {SENT}</p></li>" for i in range(5))
+    for heading in ("Related stories", "其他人也在看", "You may also like"):
+        html = (f"<html><body>{NAV}<div class='page'><div class='col'>{body}</div><div class='stream'>"
+                f"<div class='hdr'><h2>{heading}</h2></div><ul>{teasers}</ul></div></div></body></html>")
+        text = native(html)
+        assert all(f"Article line {i}." in text for i in range(3)), heading
+        assert "Teaser" not in text and heading not in text, heading
+
+
+def test_a_related_heading_at_the_start_of_the_selection_keeps_what_follows():
+    # Nothing of an article before the heading: what follows it is the content itself.
+    body = "".join(f"<p>Article line {i}. {SENT}</p>" for i in range(4))
+    text = native(f"<html><body>{NAV}<main><h2>Related work</h2>{body}</main></body></html>")
+    assert all(f"Article line {i}." in text for i in range(4))
+
+
+def test_a_post_feed_inside_a_form_is_the_content():
+    # Forum engines wrap the whole post feed in a <form> (moderators' checkboxes): a form that holds
+    # most of the selection's text is no search box or sign-up form.
+    posts = "".join(f"<article class='cPost'><div class='author'><a href='/u{i}'>user{i}</a></div>"
+                    f"<div class='richText'><p>Post {i}. {SENT}</p></div></article>" for i in range(4))
+    html = (f"<html><body>{NAV}<div id='feed'><h1>Budget thread</h1><form action='/mod'>{posts}</form></div>"
+            "<form class='search'><p>Search the forum for other threads</p></form></body></html>")
+    text = native(html)
+    assert all(f"Post {i}." in text for i in range(4))
+
+
+def test_calls_to_action_under_the_article_are_not_text():
+    # Newsletter, social and affiliate lines under an article are longer than a byline but are the
+    # site's, not the story's; a sentence of the story that starts like one stays.
+    body = "".join(f"<p>Article line {i}. {SENT}</p>" for i in range(4))
+    calls = ["Get the latest updates right in your inbox. Subscribe to NJ.com’s newsletters.",
+             "Follow The Daily Planet Opinion section on Facebook, Twitter (@DPopinion) and Instagram.",
+             "If you buy something through this post, the site may get a share of the sale.",
+             "Have a tip? Our reporter may be reached at tips@example.com."]
+    html = (f"<html><body>{NAV}<article>{body}" + "".join(f"<p>{c}</p>" for c in calls)
+            + "<p>Follow the river north for two miles, and the library stands on the left bank.</p></article></body></html>")
+    text = native(html)
+    assert all(f"Article line {i}." in text for i in range(4)) and "Follow the river north" in text
+    assert not any(c[:20] in text for c in calls)
