@@ -488,11 +488,20 @@ def levers(kind: str, variants: list[str], seeds: int, arms: tuple[str, ...], wo
     return out
 
 
+def _fingerprint(documents: list[dict]) -> str:
+    """A short hash of the corpus (ids and texts), so a row says which corpus it was measured on."""
+    h = hashlib.sha256()
+    for d in documents:
+        h.update(d["doc_id"].encode() + b"\0" + d["text"].encode() + b"\0")
+    return h.hexdigest()[:12]
+
+
 def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None = None, seeds: int = 5,
-            workers: int = 1, paired_only: bool = False, train: bool = True) -> dict:
+            workers: int = 1, paired_only: bool = False, train: bool = True, arms: tuple[str, ...] | None = None) -> dict:
     """The known-order check on corpora the protocol was never tuned on: clean and junk30 on seeds 0-2
     (paired), then junk10 on seeds 0-2 and clean on `seeds` seeds (seed-to-seed std) unless
-    `paired_only`; CPU time per pair of arms. `train` False: only summarise the runs logged."""
+    `paired_only`; CPU time per pair of arms. `arms`: train only these (None: all three). `train`
+    False: only summarise the runs logged."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import _corpora
 
@@ -512,6 +521,8 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
         order = [(arm, s) for s in range(3) for arm in ("clean", "junk30")]
         if not paired_only:
             order += [("junk10", s) for s in range(3)] + [("clean", s) for s in range(3, seeds)]
+        if arms:
+            order = [(arm, s) for arm, s in order if arm in arms]
         jobs = [([kind, arm, seed], dict(known_order_config({"clean": paths[arm], "eval": paths["eval"]}, tokens),
                                          seed=seed)) for arm, seed in order]
         print(f"{kind}: {len(jobs)} runs", flush=True)
@@ -525,6 +536,8 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
                "protocol": {k: known_order_config(paths, tokens)[k] for k in ("tokens", "model", "moe", "optim")}
                | {"batch_size": known_order_config(paths, tokens)["data"]["batch_size"]}, "tokens_per_run": known_order_config(paths, tokens)["tokens"],
                "train_bytes": sum(len(d["text"].encode()) for d in _corpora.split(docs)[0]), "bpb": bpb,
+               # docs is read from the installed packages: a package installed later changes it
+               "documents": len(docs), "corpus_sha256": _fingerprint(docs),
                "clean_seeds": len(bpb["clean"])}
         if len(bpb["clean"]) > 1:
             row["clean_seed_std"] = round(float(np.std(bpb["clean"], ddof=1)), 4)
@@ -552,6 +565,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", nargs="+", default=["news", "code", "multilingual", "docs"],
                     help="corpora: which ones, in order (docs is the split kept unseen; run it last)")
     ap.add_argument("--paired-only", action="store_true", help="corpora: only clean and junk30 on seeds 0-2")
+    ap.add_argument("--corpora-arms", nargs="+", default=None, choices=["clean", "junk10", "junk30"],
+                    help="corpora: train only these arms (default: all three)")
     ap.add_argument("--summarize", action="store_true", help="corpora, levers: train nothing, summarise the logged runs")
     ap.add_argument("--variants", nargs="+", default=list(NOISE_VARIANTS), help="noise: which variants")
     ap.add_argument("--seeds", type=int, default=3, help="noise: seeds 0..N-1 per arm")
@@ -569,8 +584,9 @@ def main(argv=None) -> int:
             lv.update(levers(args.corpus, args.levers, args.seeds, tuple(args.arms), args.workers,
                              not args.summarize))
         elif mode == "corpora":
-            results[mode] = dict(results.get(mode, {}), **corpora(tuple(args.kinds), paired_only=args.paired_only,
-                                                                 train=not args.summarize))
+            results[mode] = dict(results.get(mode, {}), **corpora(
+                tuple(args.kinds), workers=args.workers, paired_only=args.paired_only, train=not args.summarize,
+                arms=tuple(args.corpora_arms) if args.corpora_arms else None))
         else:
             results[mode] = globals()[mode]()
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
