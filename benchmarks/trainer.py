@@ -430,6 +430,8 @@ LEVERS: dict[str, dict] = {
     "t2M": {"tokens": 2_000_000},
     "t3M": {"tokens": 3_000_000},
     "t3M-b48": {"tokens": 3_000_000, "data": {"batch_size": 48}},
+    # a news seed's offset is set in steps 25-125, around the end of the 5% warm-up (seed_offsets)
+    "t3M-warm20": {"tokens": 3_000_000, "optim": {"warmup_fraction": 0.2}},
     "t4M": {"tokens": 4_000_000},
     "t4M-b64": {"tokens": 4_000_000, "data": {"batch_size": 64}},
     "t2M-b32": {"tokens": 2_000_000, "data": {"batch_size": 32}},
@@ -554,10 +556,53 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
     return out
 
 
+def seed_offsets(kind: str, early_steps: int = 125) -> dict:
+    """Why a seed ends off the others (issue #32): every seed of an arm trains on the same batches in
+    the same order (`order_seed` fixed), so its training loss minus the arm's median at each logged
+    step is the initialisation's effect alone. Per logged run of `kind` (.bench/known-order/<kind>/runs):
+    that offset averaged over the first `early_steps` steps after step 25, over the middle and over the
+    last quarter of the run (nats a byte-token), beside the final held-out BPB minus the arm's median;
+    and across all runs the correlation of the early offset with the final held-out one."""
+    runs: dict[str, dict[int, dict]] = {}
+    for f in sorted((ROOT / ".bench" / "known-order" / kind / "runs").glob("*/metrics.jsonl")):
+        arm, seed = f.parent.name.split("-")[-2:]
+        recs = [json.loads(x) for x in f.read_text().splitlines()]
+        train = {r["step"]: r["loss"] for r in recs if r["kind"] == "train"}
+        held = [r["eval"]["held_out"]["bpb"] for r in recs if r["kind"] == "eval"]
+        if held:
+            runs.setdefault(arm, {})[int(seed)] = {"train": train, "bpb": held[-1]}
+    out: dict = {}
+    early, final = [], []
+    for arm, seeds in runs.items():
+        if len(seeds) < 3:
+            continue
+        steps = sorted(set.intersection(*(set(r["train"]) for r in seeds.values())))
+        med = {s: float(np.median([r["train"][s] for r in seeds.values()])) for s in steps}
+        bpb_med = float(np.median([r["bpb"] for r in seeds.values()]))
+        last = steps[-1]
+        windows = {"early": [s for s in steps if 25 <= s <= early_steps],
+                   "middle": [s for s in steps if early_steps < s <= 0.75 * last],
+                   "last_quarter": [s for s in steps if s > 0.75 * last]}
+        rows = {}
+        for seed, r in sorted(seeds.items()):
+            row = {f"train_offset_{w}": round(float(np.mean([r["train"][s] - med[s] for s in ss])), 4)
+                   for w, ss in windows.items()}
+            row["held_out_bpb_offset"] = round(r["bpb"] - bpb_med, 4)
+            rows[seed] = row
+            early.append(row["train_offset_early"])
+            final.append(row["held_out_bpb_offset"])
+        out[arm] = rows
+    if len(early) > 2:
+        out["corr_early_train_vs_final_held_out"] = round(float(np.corrcoef(early, final)[0, 1]), 3)
+    print(json.dumps({kind: out}), flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ablation", action="store_true", help="also run the known-order ablation")
-    ap.add_argument("--only", choices=["speed", "gpu", "ablation", "corpora", "noise", "levers"], default=None)
+    ap.add_argument("--only", choices=["speed", "gpu", "ablation", "corpora", "noise", "levers",
+                                                  "seed-offsets"], default=None)
     ap.add_argument("--corpus", default="stdlib", help="levers: stdlib (the tuning corpus) or a benchmarks/_corpora kind")
     ap.add_argument("--levers", nargs="+", default=["base"], help="levers: which LEVERS variants")
     ap.add_argument("--workers", type=int, default=2, help="levers: training processes at once")
@@ -583,6 +628,9 @@ def main(argv=None) -> int:
             lv = results.setdefault("levers", {}).setdefault(args.corpus, {})
             lv.update(levers(args.corpus, args.levers, args.seeds, tuple(args.arms), args.workers,
                              not args.summarize))
+        elif mode == "seed-offsets":
+            results["seed_offsets"] = dict(results.get("seed_offsets", {}),
+                                           **{k: seed_offsets(k) for k in args.kinds})
         elif mode == "corpora":
             results[mode] = dict(results.get(mode, {}), **corpora(
                 tuple(args.kinds), workers=args.workers, paired_only=args.paired_only, train=not args.summarize,
