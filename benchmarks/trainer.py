@@ -516,8 +516,8 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
     for kind in kinds:
         work = base / kind
         docs = _corpora.corpus(kind)
-        arms = {"clean": ("junk", 0.0), "junk10": ("junk", 0.1), "junk30": ("junk", 0.3)}
-        paths = build_arms(work / "data", docs, arms)
+        recipes = {"clean": ("junk", 0.0), "junk10": ("junk", 0.1), "junk30": ("junk", 0.3)}
+        paths = build_arms(work / "data", docs, recipes)
         # Most telling first (a run logged is never repeated): the paired clean/junk30 seeds, junk10,
         # then clean's extra seeds for its seed-to-seed spread.
         order = [(arm, s) for s in range(3) for arm in ("clean", "junk30")]
