@@ -2,6 +2,7 @@
 corpus with `known_order_config` and, at fixed steps, look at what the two-layer model has learned.
 
     python benchmarks/_seed_probe.py news clean 3 0   # corpus, arm, seeds (one process each)
+    python benchmarks/_seed_probe.py --summarize      # the probed runs into results/trainer.json
 
 At each probe step: held-out BPB; the in-context copy loss (random byte strings of 64 repeated once:
 mean loss on the second copy, nats; a model with an induction circuit predicts it almost exactly,
@@ -105,7 +106,32 @@ def probe(kind: str, arm: str, seed: int) -> dict:
     return out
 
 
+def summarize() -> dict:
+    """Per probed run: held-out BPB and, per layer, the strongest head's previous-token weight at each
+    probe step (merged into benchmarks/results/trainer.json as "seed_probe")."""
+    out = {}
+    for f in sorted((ROOT / ".bench" / "seed-probe").glob("*.jsonl")):
+        for line in f.read_text().splitlines():
+            r = json.loads(line)
+            out["-".join(map(str, r["key"]))] = {
+                "final_bpb": r["final_bpb"], "cpu_s": r["cpu_s"],
+                "steps": [p["step"] for p in r["points"]],
+                "held_out_bpb": [p["held_out_bpb"] for p in r["points"]],
+                "copy_loss": [p["copy_loss"] for p in r["points"]],
+                "prev_token_max_layer0": [max(p["heads"][0]["prev_token"]) for p in r["points"]],
+                "prev_token_max_layer1": [max(p["heads"][1]["prev_token"]) for p in r["points"]],
+                "prev_token_final": [h["prev_token"] for h in r["points"][-1]["heads"]]}
+    return out
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--summarize"]:
+        results = ROOT / "benchmarks" / "results" / "trainer.json"
+        data = json.loads(results.read_text())
+        data["seed_probe"] = summarize()
+        results.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        print(json.dumps(data["seed_probe"]))
+        return 0
     kind, arm, seeds = argv[0], argv[1], [int(s) for s in argv[2:]]
     with ProcessPoolExecutor(min(2, len(seeds)), mp_context=get_context("spawn")) as pool:
         for res in pool.map(probe, [kind] * len(seeds), [arm] * len(seeds), seeds):
