@@ -490,6 +490,8 @@ LEVERS: dict[str, dict] = {
     "t2M": {"tokens": 2_000_000},
     "t3M": {"tokens": 3_000_000},
     "t3M-b48": {"tokens": 3_000_000, "data": {"batch_size": 48}},
+    # a news seed's offset is set in steps 25-125, around the end of the 5% warm-up (seed_offsets)
+    "t3M-warm20": {"tokens": 3_000_000, "optim": {"warmup_fraction": 0.2}},
     "t4M": {"tokens": 4_000_000},
     "t4M-b64": {"tokens": 4_000_000, "data": {"batch_size": 64}},
     "t2M-b32": {"tokens": 2_000_000, "data": {"batch_size": 32}},
@@ -548,11 +550,20 @@ def levers(kind: str, variants: list[str], seeds: int, arms: tuple[str, ...], wo
     return out
 
 
+def _fingerprint(documents: list[dict]) -> str:
+    """A short hash of the corpus (ids and texts), so a row says which corpus it was measured on."""
+    h = hashlib.sha256()
+    for d in documents:
+        h.update(d["doc_id"].encode() + b"\0" + d["text"].encode() + b"\0")
+    return h.hexdigest()[:12]
+
+
 def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None = None, seeds: int = 5,
-            workers: int = 1, paired_only: bool = False, train: bool = True) -> dict:
+            workers: int = 1, paired_only: bool = False, train: bool = True, arms: tuple[str, ...] | None = None) -> dict:
     """The known-order check on corpora the protocol was never tuned on: clean and junk30 on seeds 0-2
     (paired), then junk10 on seeds 0-2 and clean on `seeds` seeds (seed-to-seed std) unless
-    `paired_only`; CPU time per pair of arms. `train` False: only summarise the runs logged."""
+    `paired_only`; CPU time per pair of arms. `arms`: train only these (None: all three). `train`
+    False: only summarise the runs logged."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import _corpora
 
@@ -565,13 +576,15 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
     for kind in kinds:
         work = base / kind
         docs = _corpora.corpus(kind)
-        arms = {"clean": ("junk", 0.0), "junk10": ("junk", 0.1), "junk30": ("junk", 0.3)}
-        paths = build_arms(work / "data", docs, arms)
+        recipes = {"clean": ("junk", 0.0), "junk10": ("junk", 0.1), "junk30": ("junk", 0.3)}
+        paths = build_arms(work / "data", docs, recipes)
         # Most telling first (a run logged is never repeated): the paired clean/junk30 seeds, junk10,
         # then clean's extra seeds for its seed-to-seed spread.
         order = [(arm, s) for s in range(3) for arm in ("clean", "junk30")]
         if not paired_only:
             order += [("junk10", s) for s in range(3)] + [("clean", s) for s in range(3, seeds)]
+        if arms:
+            order = [(arm, s) for arm, s in order if arm in arms]
         jobs = [([kind, arm, seed], dict(known_order_config({"clean": paths[arm], "eval": paths["eval"]}, tokens),
                                          seed=seed)) for arm, seed in order]
         print(f"{kind}: {len(jobs)} runs", flush=True)
@@ -585,6 +598,8 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
                "protocol": {k: known_order_config(paths, tokens)[k] for k in ("tokens", "model", "moe", "optim")}
                | {"batch_size": known_order_config(paths, tokens)["data"]["batch_size"]}, "tokens_per_run": known_order_config(paths, tokens)["tokens"],
                "train_bytes": sum(len(d["text"].encode()) for d in _corpora.split(docs)[0]), "bpb": bpb,
+               # docs is read from the installed packages: a package installed later changes it
+               "documents": len(docs), "corpus_sha256": _fingerprint(docs),
                "clean_seeds": len(bpb["clean"])}
         if len(bpb["clean"]) > 1:
             row["clean_seed_std"] = round(float(np.std(bpb["clean"], ddof=1)), 4)
@@ -601,10 +616,53 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
     return out
 
 
+def seed_offsets(kind: str, early_steps: int = 125) -> dict:
+    """Why a seed ends off the others (issue #32): every seed of an arm trains on the same batches in
+    the same order (`order_seed` fixed), so its training loss minus the arm's median at each logged
+    step is the initialisation's effect alone. Per logged run of `kind` (.bench/known-order/<kind>/runs):
+    that offset averaged over the first `early_steps` steps after step 25, over the middle and over the
+    last quarter of the run (nats a byte-token), beside the final held-out BPB minus the arm's median;
+    and across all runs the correlation of the early offset with the final held-out one."""
+    runs: dict[str, dict[int, dict]] = {}
+    for f in sorted((ROOT / ".bench" / "known-order" / kind / "runs").glob("*/metrics.jsonl")):
+        arm, seed = f.parent.name.split("-")[-2:]
+        recs = [json.loads(x) for x in f.read_text().splitlines()]
+        train = {r["step"]: r["loss"] for r in recs if r["kind"] == "train"}
+        held = [r["eval"]["held_out"]["bpb"] for r in recs if r["kind"] == "eval"]
+        if held:
+            runs.setdefault(arm, {})[int(seed)] = {"train": train, "bpb": held[-1]}
+    out: dict = {}
+    early, final = [], []
+    for arm, seeds in runs.items():
+        if len(seeds) < 3:
+            continue
+        steps = sorted(set.intersection(*(set(r["train"]) for r in seeds.values())))
+        med = {s: float(np.median([r["train"][s] for r in seeds.values()])) for s in steps}
+        bpb_med = float(np.median([r["bpb"] for r in seeds.values()]))
+        last = steps[-1]
+        windows = {"early": [s for s in steps if 25 <= s <= early_steps],
+                   "middle": [s for s in steps if early_steps < s <= 0.75 * last],
+                   "last_quarter": [s for s in steps if s > 0.75 * last]}
+        rows = {}
+        for seed, r in sorted(seeds.items()):
+            row = {f"train_offset_{w}": round(float(np.mean([r["train"][s] - med[s] for s in ss])), 4)
+                   for w, ss in windows.items()}
+            row["held_out_bpb_offset"] = round(r["bpb"] - bpb_med, 4)
+            rows[seed] = row
+            early.append(row["train_offset_early"])
+            final.append(row["held_out_bpb_offset"])
+        out[arm] = rows
+    if len(early) > 2:
+        out["corr_early_train_vs_final_held_out"] = round(float(np.corrcoef(early, final)[0, 1]), 3)
+    print(json.dumps({kind: out}), flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ablation", action="store_true", help="also run the known-order ablation")
-    ap.add_argument("--only", choices=["speed", "gpu", "ablation", "corpora", "noise", "levers"], default=None)
+    ap.add_argument("--only", choices=["speed", "gpu", "ablation", "corpora", "noise", "levers",
+                                                  "seed-offsets"], default=None)
     ap.add_argument("--corpus", default="stdlib", help="levers: stdlib (the tuning corpus) or a benchmarks/_corpora kind")
     ap.add_argument("--levers", nargs="+", default=["base"], help="levers: which LEVERS variants")
     ap.add_argument("--workers", type=int, default=2, help="levers: training processes at once")
@@ -612,6 +670,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", nargs="+", default=["news", "code", "multilingual", "docs"],
                     help="corpora: which ones, in order (docs is the split kept unseen; run it last)")
     ap.add_argument("--paired-only", action="store_true", help="corpora: only clean and junk30 on seeds 0-2")
+    ap.add_argument("--corpora-arms", nargs="+", default=None, choices=["clean", "junk10", "junk30"],
+                    help="corpora: train only these arms (default: all three)")
     ap.add_argument("--summarize", action="store_true", help="corpora, levers: train nothing, summarise the logged runs")
     ap.add_argument("--variants", nargs="+", default=list(NOISE_VARIANTS), help="noise: which variants")
     ap.add_argument("--seeds", type=int, default=3, help="noise: seeds 0..N-1 per arm")
@@ -629,9 +689,13 @@ def main(argv=None) -> int:
             lv = results.setdefault("levers", {}).setdefault(args.corpus, {})
             lv.update(levers(args.corpus, args.levers, args.seeds, tuple(args.arms), args.workers,
                              not args.summarize))
+        elif mode == "seed-offsets":
+            results["seed_offsets"] = dict(results.get("seed_offsets", {}),
+                                           **{k: seed_offsets(k) for k in args.kinds})
         elif mode == "corpora":
-            results[mode] = dict(results.get(mode, {}), **corpora(tuple(args.kinds), paired_only=args.paired_only,
-                                                                 train=not args.summarize))
+            results[mode] = dict(results.get(mode, {}), **corpora(
+                tuple(args.kinds), workers=args.workers, paired_only=args.paired_only, train=not args.summarize,
+                arms=tuple(args.corpora_arms) if args.corpora_arms else None))
         else:
             results[mode] = gpu(budget_s=args.gpu_budget) if mode == "gpu" else globals()[mode]()
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
