@@ -129,8 +129,13 @@ class LocalChatModel:
                       "total_tokens": len(prompt) + sum(o[2] for o in outputs)},
         }
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 30.0) -> None:
+        """Stop the decoding thread after the batch in hand, and wait for it (up to `wait_s`): a process
+        that exits while that thread still holds torch's thread-local state can abort at exit
+        ("terminate called without an active exception", seen once on SIGTERM under load)."""
         self._queue.put(None)
+        if self._worker.is_alive() and threading.current_thread() is not self._worker:
+            self._worker.join(wait_s)
 
     # ---- batching and decoding -----------------------------------------------------------------
 
