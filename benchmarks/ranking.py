@@ -304,7 +304,7 @@ def main(argv=None) -> int:
         "corpus": args.corpus, "unseen_split": args.corpus == _corpora.UNSEEN,
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else
         "GPU runs (bf16), summarised from their log" if on_gpu else
-        "CPU only: no GPU device lent to this session; GPU figures (MoE proxy MFU) not measured",
+        "CPU (no CUDA device on this machine)",
         "tiny_proxy": {"from": "examples/train/proxy.yaml", "config": tiny_cfg,
                        "non_embedding_params": non_embedding_params(tiny_cfg)},
         "larger_proxy": {"width": args.width, "token_scale": args.token_scale, "config": larger_cfg,
