@@ -27,16 +27,8 @@ def _attention_probs(attn, x, cos, sin):
     """[B, H, T, T] attention weights of one Attention module on its (normed) input x."""
     import torch
 
-    from assay.trainer.model import apply_rope
-
-    B, T, _ = x.shape
-    q = attn.q(x).view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)
-    k, _v = attn.kv(x).view(B, T, 2, attn.n_kv, attn.head_dim).permute(2, 0, 3, 1, 4)
-    if attn.q_norm is not None:
-        q, k = attn.q_norm(q), attn.k_norm(k)
-    q, k = apply_rope(q, cos[:T], sin[:T]), apply_rope(k, cos[:T], sin[:T])
-    if attn.n_kv != attn.n_heads:
-        k = k.repeat_interleave(attn.n_heads // attn.n_kv, dim=1)
+    q, k, _ = attn.project(x, cos, sin)
+    T = x.shape[1]
     scores = q @ k.transpose(-1, -2) / attn.head_dim ** 0.5
     scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     return scores.softmax(-1)

@@ -49,7 +49,8 @@ class Attention(nn.Module):
         self.q_norm = nn.RMSNorm(self.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = nn.RMSNorm(self.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """x [B, T, d] -> q, k, v [B, H, T, hd]: normed, rotated, K/V repeated per query head."""
         B, T, _ = x.shape
         q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
         k, v = self.kv(x).view(B, T, 2, self.n_kv, self.head_dim).permute(2, 0, 3, 1, 4)
@@ -59,7 +60,11 @@ class Attention(nn.Module):
         if self.n_kv != self.n_heads:  # GQA: each K/V head serves n_heads/n_kv query heads
             rep = self.n_heads // self.n_kv
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return q, k, v
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        y = F.scaled_dot_product_attention(*self.project(x, cos, sin), is_causal=True)
         return self.out(y.transpose(1, 2).reshape(B, T, -1))
 
 
