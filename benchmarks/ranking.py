@@ -115,6 +115,21 @@ def non_embedding_params(proxy: dict, vocab: int = 260) -> int:
     return build_model(cfg, vocab, 129).param_counts()["active_non_embedding"]
 
 
+def _nbytes(docs: list[dict]) -> int:
+    return sum(len(d["text"].encode()) for d in docs)
+
+
+def _take(docs: list[dict], budget: float) -> list[dict]:
+    """The leading documents until their bytes reach `budget` (the one that crosses it included)."""
+    out, total = [], 0
+    for d in docs:
+        if total >= budget:
+            break
+        out.append(d)
+        total += len(d["text"].encode())
+    return out
+
+
 def tier_variants(work: Path, train: list[dict], seed: int = 0) -> dict[str, list[dict]]:
     """Score the pool (clean documents plus 30% junk) with quality.tier; top two tiers, bottom two and
     a random sample cut to the same bytes."""
@@ -136,16 +151,7 @@ def tier_variants(work: Path, train: list[dict], seed: int = 0) -> dict[str, lis
     bottom = [by_id[u] for u, t in tier.items() if t in ("Medium-Low", "Low")]
     rng = random.Random(seed)
     sample = rng.sample(pool, len(pool))
-    size = min(sum(len(d["text"].encode()) for d in top), sum(len(d["text"].encode()) for d in bottom))
-
-    def cut(docs: list[dict]) -> list[dict]:
-        out, total = [], 0
-        for d in docs:
-            if total >= size:
-                break
-            out.append(d)
-            total += len(d["text"].encode())
-        return out
+    size = min(_nbytes(top), _nbytes(bottom))
 
     # By domain: each domain (a document's `source`: news, math, code, or the script of a
     # multilingual page; a junk document takes the domain of the page it was made from, as a crawl's
@@ -158,7 +164,7 @@ def tier_variants(work: Path, train: list[dict], seed: int = 0) -> dict[str, lis
     def domain(d: dict) -> str:
         return by_id.get(d.get("from") or "", d)["source"]
 
-    pool_bytes = sum(len(d["text"].encode()) for d in pool)
+    pool_bytes = _nbytes(pool)
 
     def by_domain(order: str) -> list[dict]:
         out = []
@@ -166,21 +172,16 @@ def tier_variants(work: Path, train: list[dict], seed: int = 0) -> dict[str, lis
             docs = [d for d in sample if domain(d) == dom]  # the seeded random order breaks tier ties
             if order != "random":
                 docs.sort(key=lambda d: rank.get(tier.get(d["doc_id"]), 5) * (1 if order == "best" else -1))
-            budget, total = size * sum(len(d["text"].encode()) for d in docs) / pool_bytes, 0
-            for d in docs:
-                if total >= budget:
-                    break
-                out.append(d)
-                total += len(d["text"].encode())
+            out += _take(docs, size * _nbytes(docs) / pool_bytes)
         return out
 
     junk_ids = {d["doc_id"] for d in pool if d["doc_id"].startswith("junk/")}
-    variants = {"top2": cut(rng.sample(top, len(top))), "bottom2": cut(rng.sample(bottom, len(bottom))),
-                "random": cut(sample), "top_by_domain": by_domain("best"), "bottom_by_domain": by_domain("worst"),
+    variants = {"top2": _take(rng.sample(top, len(top)), size), "bottom2": _take(rng.sample(bottom, len(bottom)), size),
+                "random": _take(sample, size), "top_by_domain": by_domain("best"), "bottom_by_domain": by_domain("worst"),
                 "random_by_domain": by_domain("random")}
     return {"variants": variants, "junk_share": {k: round(sum(d["doc_id"] in junk_ids for d in v) / max(len(v), 1), 3)
                                                  for k, v in variants.items()},
-            "bytes": {k: sum(len(d["text"].encode()) for d in v) for k, v in variants.items()},
+            "bytes": {k: _nbytes(v) for k, v in variants.items()},
             "tier_counts": {t: sum(1 for x in tier.values() if x == t) for t in sorted(set(tier.values()), key=str)}}
 
 
@@ -254,7 +255,7 @@ def main(argv=None) -> int:
             paths[name] = write_byte_dataset(variant, work / "data" / name, 129)
         info = {"paths": {k: str(Path(v).relative_to(work)) for k, v in paths.items()},
                 "tiers": {k: v for k, v in tiers.items() if k != "variants"},
-                "clean_train_bytes": sum(len(d["text"].encode()) for d in train)}
+                "clean_train_bytes": _nbytes(train)}
         prepared.write_text(json.dumps(info, indent=1, sort_keys=True))
         if args.prepare_only:
             print(f"prepared: {prepared}")
