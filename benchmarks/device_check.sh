@@ -11,8 +11,17 @@ OUT=${OUT:-/tmp/device-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-mkdir -p /tmp/ns/assay
-for d in pipeline extractors filters quality dedup synth mixer trainer semantic; do ln -sfn "$PWD/$d" /tmp/ns/assay/$d; done
+# assay.<name> -> its folder, as pyproject's package-dir maps them (nested ones come with their parent)
+python3 - <<'PY' || exit 1
+import os, tomllib
+dirs = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["package-dir"]
+os.makedirs("/tmp/ns/assay", exist_ok=True)
+for name, folder in dirs.items():
+    if name.count(".") == 1:
+        link = "/tmp/ns/" + name.replace(".", "/")
+        if not os.path.lexists(link):
+            os.symlink(os.path.abspath(folder), link)
+PY
 export PYTHONPATH=/tmp/site:/tmp/ns
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/nvidia-smi.txt"
 python3 -c "import torch, assay.trainer.train as t; print('torch', torch.__version__, torch.cuda.get_device_name(0))" || exit 1
