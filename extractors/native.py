@@ -363,6 +363,8 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
         return tag == "time" and node.getparent().tag in _BLOCK and not (node.getparent().text or "").strip()
     if total < _CALL and tag != "li" and _furniture(node, total):
         return True
+    if tag == "header" and total < 0.3 * body_chars:
+        return True  # an article's header: its headline, standfirst, byline and date
     density = m.density(node)
     if tag in _HEADINGS:
         return density > 0.5
@@ -450,14 +452,20 @@ def _cut_teasers(chosen: list, m: Measures) -> None:
 
 def _drop_headline(chosen: list, title: str) -> None:
     """The page's headline is its title (`meta.title`), not part of the text: the first heading of
-    the selection goes when the title holds it."""
+    the selection goes when the title holds it (a title adds the site's name), and so does any later
+    heading that is the whole title (a sticky bar repeating it). The first heading can be a chosen
+    element itself (a sibling joined to the body's container)."""
     key = " ".join(title.split()).lower()
-    for el in chosen:
-        for h in el.iter("h1", "h2"):
+    first = True
+    for el in list(chosen):
+        for h in list(el.iter("h1", "h2")):
             text = " ".join(h.text_content().split()).lower()
-            if text and len(text) >= 10 and text in key and h.getparent() is not None:
-                h.drop_tree()
-            return
+            if text and len(text) >= 10 and (text in key if first else text == key):
+                if h is el:
+                    chosen.remove(el)
+                elif h.getparent() is not None:
+                    h.drop_tree()
+            first = False
 
 
 # Dialogs a script opens (report forms, cookie and newsletter pop-ups, help sheets): never the page's

@@ -166,3 +166,29 @@ def test_calls_to_action_under_the_article_are_not_text():
     text = native(html)
     assert all(f"Article line {i}." in text for i in range(4)) and "Follow the river north" in text
     assert not any(c[:20] in text for c in calls)
+
+
+def test_the_headline_goes_when_the_selection_starts_with_it_or_repeats_it():
+    # The title's heading is the selection's first element (joined as a sibling of the body's
+    # container), and a sticky bar repeats it inside the article further down: neither is text.
+    # A section heading the title merely contains stays.
+    title = "Harbour study funded after a long budget debate in which the council heard from forty residents"
+    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    html = (f"<html><head><title>{title}</title></head><body>{NAV}<div class='page'><h2>{title}</h2>"
+            f"<div class='story'>{article}<h3>Harbour study</h3><p>The closing paragraph. {SENT}</p>"
+            f"<div class='sticky'><h1>{title}</h1></div></div></div></body></html>")
+    text = native(html)
+    assert "Paragraph 4." in text and "closing paragraph" in text and "Harbour study\n" in text + "\n"
+    assert "long budget debate" not in text
+
+
+def test_the_articles_own_header_is_not_text():
+    # <article><header>: the headline, the standfirst and the byline; the body follows.
+    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    html = (f"<html><head><title>Budget news</title></head><body>{NAV}<article><header><h1>Council funds library</h1>"
+            "<p class='lead'>After a long night of talks the council agreed on a budget that pleases nobody, "
+            "and the mayor says it is the best deal the town could get.</p><span>Jane Doe</span></header>"
+            f"<div class='text'>{article}</div></article></body></html>")
+    text = native(html)
+    assert "Paragraph 4." in text and "Paragraph 0." in text
+    assert "pleases nobody" not in text and "Council funds library" not in text
