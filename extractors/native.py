@@ -450,6 +450,40 @@ def _cut_teasers(chosen: list, m: Measures) -> None:
             _remove(node)
 
 
+_HEAD_SHORT, _HEAD_SHARE = 50, 0.1
+_BODY_START = 150  # own paragraph characters of the first block of running text
+
+
+def _trim_head(chosen: list, m: Measures, body_chars: int) -> None:
+    """Before the first paragraph of running text, short blocks that are no sentence go: the
+    kicker, byline, agency, dateline, reading time and share labels above an article. Headings,
+    code, tables and formulas stay."""
+    doomed = []
+    for el in chosen:
+        for node in el.iter():
+            found = m.v.get(node)
+            if found is None:
+                continue
+            total, _, own, own_links, _, _, tag = found
+            if own >= _BODY_START and 2 * own_links <= own and tag not in _HEADINGS:
+                break  # the body starts
+            if tag in _BLOCK and tag not in _HEADINGS and tag not in _KEEP and 0 < total <= _HEAD_SHORT and \
+                    not any(m.v.get(k, _NOTHING)[6] in _BLOCK for k in node) and \
+                    next(node.iter("pre", "math", "table"), None) is None and \
+                    not _SENTENCE_END.search(node.text_content()):
+                doomed.append(node)  # a leaf block: a line of its own
+        else:
+            continue
+        break
+    else:
+        return  # no paragraph of running text: a page of short lines (a poem, a list) is all body
+    if sum(m.total(n) for n in doomed) > _HEAD_SHARE * body_chars:
+        return  # more than a headline's furniture: short posts, a list that opens the text
+    for node in doomed:
+        if node.getparent() is not None:
+            _remove(node)
+
+
 def _drop_headline(chosen: list, title: str) -> None:
     """The page's headline is its title (`meta.title`), not part of the text: the first heading of
     the selection goes when the title holds it (a title adds the site's name), and so does any later
@@ -511,6 +545,8 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
         _cut_teasers(chosen, m)  # before pruning, which drops the short heading alone ("Related")
     for el in chosen:
         _prune(el, m, body_chars, keep_all)
+    if not keep_all:
+        _trim_head(chosen, m, body_chars)
     if title and not keep_all:
         _drop_headline(chosen, title)
     return chosen

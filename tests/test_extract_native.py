@@ -192,3 +192,17 @@ def test_the_articles_own_header_is_not_text():
     text = native(html)
     assert "Paragraph 4." in text and "Paragraph 0." in text
     assert "pleases nobody" not in text and "Council funds library" not in text
+
+
+def test_short_lines_above_the_first_paragraph_are_not_text():
+    # Kicker, byline, agency and reading time above the body, each a short block without a
+    # sentence's end; a page whose text is all short lines (a poem) keeps them.
+    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    furniture = "<div>Opinion</div><div>Jane Doe</div><div>Associated Press</div><div>5 min read</div>"
+    html = f"<html><body>{NAV}<div class='story'>{furniture}{article}</div></body></html>"
+    text = native(html)
+    assert "Paragraph 0." in text and "Paragraph 4." in text
+    assert "Jane Doe" not in text and "Associated Press" not in text and "5 min read" not in text
+    poem = "".join(f"<div>The quiet harbour line {i}</div>" for i in range(12))
+    text = native(f"<html><body>{NAV}<div class='poem'>{poem}</div></body></html>")
+    assert "The quiet harbour line 0" in text and "The quiet harbour line 11" in text
