@@ -24,8 +24,10 @@ and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
 4. Inside the selection, blocks that read as boilerplate go: class/id evidence against them with a
    small share of the text (not inside a selection itself so named, and not when blocks of the same
    class together hold much of it: a thread of `comment` blocks), link lists, headings that are
-   links, blocks of images or form controls. Code blocks and formulas are never pruned for their
-   links or size.
+   links, blocks of images or form controls, an article's own `<header>` and its schema.org metadata
+   (`itemprop` headline, author, dates, description), and short lines without a sentence's end
+   above the first paragraph (kicker, byline, reading time). Code blocks and formulas are never
+   pruned for their links or size.
 
 Repeated blocks across a site's pages are not used: the stage sees one page at a time.
 """
@@ -349,11 +351,18 @@ def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
             stack.extend(k for k in reversed(node) if isinstance(k.tag, str))
 
 
+# schema.org properties that mark an article's metadata, not its text: headline, byline, dates, dek.
+_META_PROPS = frozenset(("headline", "alternativeHeadline", "author", "creator", "datePublished", "dateModified",
+                         "dateCreated", "publisher", "description"))
+
+
 def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict, thread: bool = False) -> bool:
     found = m.v.get(node)
     if found is None:
         return False
     total = found[0]
+    if node.get("itemprop") in _META_PROPS and total < 0.3 * body_chars:
+        return True
     weight = class_weight(node)
     if weight < 0 and total < 0.3 * body_chars and not named_against and \
             _group_chars(node, m, groups) < 0.3 * body_chars:

@@ -206,3 +206,17 @@ def test_short_lines_above_the_first_paragraph_are_not_text():
     poem = "".join(f"<div>The quiet harbour line {i}</div>" for i in range(12))
     text = native(f"<html><body>{NAV}<div class='poem'>{poem}</div></body></html>")
     assert "The quiet harbour line 0" in text and "The quiet harbour line 11" in text
+
+
+def test_schema_org_metadata_inside_the_article_is_not_text():
+    # Microdata marks the headline, byline, date and standfirst of an article as its metadata.
+    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    html = (f"<html><body>{NAV}<div class='story' itemscope itemtype='https://schema.org/NewsArticle'>"
+            "<div itemprop='description'>The council agreed on a budget that pleases nobody, and the mayor says "
+            "it is the best deal the town could have hoped to get this year.</div>"
+            "<div>Written by <span itemprop='author'>Jane Doe, city hall reporter for the Example Gazette</span> "
+            "on <span itemprop='datePublished'>the twelfth of May, a Tuesday</span></div>"
+            f"{article}</div></body></html>")
+    text = native(html)
+    assert "Paragraph 0." in text and "Paragraph 4." in text
+    assert "pleases nobody" not in text and "Jane Doe" not in text and "twelfth of May" not in text
