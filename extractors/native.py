@@ -505,7 +505,8 @@ def _drop_headline(chosen: list, title: str) -> None:
             text = " ".join(h.text_content().split()).lower()
             if text and len(text) >= 10 and (text in key if first else text == key):
                 if h is el:
-                    chosen.remove(el)
+                    if len(chosen) > 1:  # a page that is its headline alone keeps it
+                        chosen.remove(el)
                 elif h.getparent() is not None:
                     h.drop_tree()
             first = False
