@@ -166,3 +166,22 @@ def test_calls_to_action_under_the_article_are_not_text():
     text = native(html)
     assert all(f"Article line {i}." in text for i in range(4)) and "Follow the river north" in text
     assert not any(c[:20] in text for c in calls)
+
+
+def test_a_hint_in_a_comment_form_is_not_the_content_of_a_short_post():
+    # A short post (a line, a code block, a line, a code block) scores little: its lines are below a
+    # paragraph's length (in Chinese they also lack a full-width comma). The hint in the comment form
+    # under it ("be kind, stay on topic") is one comma-rich paragraph; a form that holds a small share
+    # of the page is no content (what pruning says of it too), so its text scores nothing.
+    code = "npm install --global depcheck-tool"
+    for lines, hint in ((["Install the tool", "Then check the project"],
+                         "Discussion should help us learn, so be kind, stay on topic, and cite your sources."),
+                        (["每次打开别人新的项目都要 npm 依赖都会各种报错很烦", "检查依赖"],
+                         "讨论应以学习和精进为目的。请勿发布不友善或者负能量的内容，与人为善，比聪明更重要！")):
+        post = f"<p>{lines[0]}</p><pre><code>{code}</code></pre><p>{lines[1]}</p><pre><code>depcheck --json</code></pre>"
+        html = (f"<html><body>{NAV}<div class='main'><h1>Checking dependencies</h1><div class='markdown-body'>{post}"
+                "</div></div><div class='comments'><form class='reply-form' action='/replies'>"
+                f"<div class='tip'>{hint}</div><textarea name='body'></textarea></form></div></body></html>")
+        text = native(html)
+        assert code in text and "depcheck --json" in text and lines[1] in text, lines[0]
+        assert hint[:10] not in text, lines[0]
