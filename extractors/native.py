@@ -16,7 +16,8 @@ and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
    than one (a body written as one block between `<br>`s, in a script without Latin commas). Class
    and id words add or subtract evidence (`article`, `entry-content` for; `sidebar`, `related`,
    `comment`, `share` against), and the container's own link density scales its score down (a menu
-   of long titles). Text in a form holding a small share of the page (a comment form's hint) scores nothing.
+   of long titles). A code block is a paragraph at any length, its lines counted like commas (up to
+   three); text in a form holding a small share of the page (a comment form's hint) scores nothing.
 3. The winner goes up to its parent while the parent adds more running text (paragraph text outside
    links, in blocks not named as boilerplate) than other text: a body split over containers with
    nothing in common, the other posts of a thread. Its siblings then join when they score a fair
@@ -162,7 +163,15 @@ def _score_candidates(m: Measures, skip: set = frozenset()) -> dict:
     scores: dict = {}
     cjk = m.cjk
     for el, (_, _, own, links, commas, _, tag) in reversed(m.v.items()):  # page order: ties go to the first
-        if own < _MIN_PARAGRAPH or tag not in _BLOCK or tag in _HEADINGS or cjk and not commas and tag != "pre":
+        if tag == "pre":
+            # Code: a paragraph at any length (a one-line command is a step of the post, as a sentence
+            # is); its clauses are its commas (ASCII ones: a Chinese page's code has no full-width
+            # commas) or its lines up to three, as its length counts up to three hundred characters.
+            if not own or el in skip:
+                continue
+            text = el.text_content()
+            commas = max(commas, text.count(","), min(text.count("\n") + 1, 3))
+        elif own < _MIN_PARAGRAPH or tag not in _BLOCK or tag in _HEADINGS or cjk and not commas:
             continue
         if links > 0.5 * own or el in skip:
             continue  # a line of links: navigation, not a paragraph; or a form's text

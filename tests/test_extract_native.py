@@ -185,3 +185,26 @@ def test_a_hint_in_a_comment_form_is_not_the_content_of_a_short_post():
         text = native(html)
         assert code in text and "depcheck --json" in text and lines[1] in text, lines[0]
         assert hint[:10] not in text, lines[0]
+
+
+def test_a_post_of_short_lines_and_code_blocks_beats_teaser_summaries():
+    # The post's steps are one-line commands and its lines are shorter than a paragraph; the teasers
+    # beside it are sentences with commas. A code block is a paragraph at any length, and its lines,
+    # not its commas, are its clauses (a comma in code is syntax, and a Chinese page's code has no
+    # full-width ones), so the post outweighs the teasers.
+    teaser = ("In Europe, where the order books open in November, the maker will start with a special, "
+              "limited launch edition in blue.")
+    cjk_teaser = ("会议由县委副书记主持，县委常委、组织部长，县人大副主任，副县长，县政协副主席，县人武部部长，"
+                  "县应急管理局局长，以及各乡镇负责人参加了会议，并就下一步工作作了部署。")
+    code = "def rotate(items, k):\n    k = k % len(items)\n    head = items[:k]\n    return items[k:] + head"
+    for steps, lines, summary in ((["go get github.com/acme/median", "pip install str-eval"],
+                                   ["Install the tool", "Then the parser", "That is all"], teaser),
+                                  ([code, "pip install rotate"], ["先安装依赖", "然后运行", "就可以了"], cjk_teaser)):
+        post = "".join(f"<p>{line}</p><pre><code>{step}</code></pre>" for line, step in zip(lines, steps))
+        teasers = "".join(f"<li><a href='/p/{i}'>Story {i}</a><div class='snippet'>{summary}</div></li>" for i in range(4))
+        html = (f"<html><body>{NAV}<div class='main-column'><div class='article-content'><h1>Tools</h1>"
+                f"<div class='markdown-body'>{post}<p>{lines[2]}</p></div></div></div>"
+                f"<div class='aside'><div class='course'><ul>{teasers}</ul></div></div></body></html>")
+        text = native(html)
+        assert all(step in text for step in steps) and lines[2] in text, lines[0]
+        assert summary[:10] not in text, lines[0]
