@@ -320,6 +320,8 @@ _FURNITURE = re.compile(
     r"|advertisement\b|anzeige\b|werbung\b|\d+\s+(?:comments?|replies)\b|comments?\b|tags?:|filed under\b"
     r"|photo\s*:|image\s*:|credit\s*:|source\s*:|sign up\b|subscribe\b|click here\b|loading\b)", re.I)
 _DATE = re.compile(r"\b(?:19|20)\d\d\b|\b\d{1,2}:\d\d\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d", re.I)
+# Formulas as the prepared tree holds them: `$..$` and `$$..$$`, or the page's own `\(..\)`, `\[..\]`.
+_FORMULA = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\[.+?\\\]|\\\(.+?\\\)", re.S)
 _BYLINE = re.compile(r"^(?:by|von|par|por|di|door|av|от|текст:)\s", re.I)
 
 
@@ -345,6 +347,8 @@ def _furniture(node, total: int) -> bool:
         return False
     if _FURNITURE.match(text) or _BYLINE.match(text) and not _SENTENCE_END.search(text):
         return True
+    if "$" in text or "\\" in text:
+        text = _FORMULA.sub(" ", text)  # a formula's numbers are no date (`n \ge 2015`)
     return len(text) < 80 and len(text.split()) <= 10 and bool(_DATE.search(text)) and not _SENTENCE_END.search(text)
 
 

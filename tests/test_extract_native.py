@@ -208,3 +208,18 @@ def test_a_post_of_short_lines_and_code_blocks_beats_teaser_summaries():
         text = native(html)
         assert all(step in text for step in steps) and lines[2] in text, lines[0]
         assert summary[:10] not in text, lines[0]
+
+
+def test_a_formula_with_a_year_like_number_is_no_dateline():
+    # A short block with a number from 1900 to 2099 and no full stop reads as a dateline ("12 May
+    # 2015"); a formula's numbers are no date: `n \ge 2015`, `z_{2005}=1` on a competition-maths page.
+    head = "<script src='https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js'></script>"
+    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(3))
+    for block, tex in (("<p>\\[n \\ge 2015\\]</p>", "n \\ge 2015"),
+                       ("<div class='math'><script type='math/tex; mode=display'>z_{2005}=1</script></div>", "z_{2005}=1"),
+                       ("<p>so <script type='math/tex'>2^{2010}</script> is even</p>", "2^{2010}")):
+        html = f"<html><head>{head}</head><body>{NAV}<article>{body}{block}<p>Then {SENT}</p></article></body></html>"
+        text = native(html)
+        assert tex in text and "Then The committee" in text, tex
+    dateline = f"<html><body>{NAV}<article><div class='when'>12 May 2015, 10:24</div>{body}</article></body></html>"
+    assert "12 May 2015" not in native(dateline)
