@@ -1211,6 +1211,94 @@ def fam_javadoc(ctx: Ctx) -> tuple[str, dict]:
     return page, {"formulas": [], "code": [c for c in codes if any(c in p for p in printed)]}
 
 
+_JSP_NAMES = ("items", "users", "orders", "books", "rows", "products", "posts", "cities")
+
+
+def _jsp(rng) -> str:
+    """A JSP page as tutorial blogs print one: directives, JSTL tags and `${...}` expressions."""
+    coll = rng.choice(_JSP_NAMES)
+    var, field = coll[:-1], rng.choice(("name", "title", "id", "price", "email"))
+    lines = ['<%@ page contentType="text/html; charset=UTF-8" pageEncoding="UTF-8" %>',
+             '<%@ taglib prefix="c" uri="http://java.sun.com/jsp/jstl/core" %>', "<html>", "<body>",
+             f"<h2>All {coll}</h2>", f'<c:if test="${{empty {coll}}}">', f"  <p>No {coll} found.</p>", "</c:if>",
+             "<table>", f'<c:forEach var="{var}" items="${{{coll}}}" varStatus="loop">', "  <tr>",
+             "    <td>${loop.index + 1}</td>", f"    <td><c:out value=\"${{{var}.{field}}}\"/></td>", "  </tr>",
+             "</c:forEach>", "</table>", f"<% out.println(\"Total: \" + request.getAttribute(\"{coll}Count\")); %>",
+             "</body>", "</html>"]
+    return "\n".join(lines)
+
+
+def _short_line(ctx: Ctx, intl: bool) -> str:
+    """A line of a short post ("Install the tool", "然后检查依赖"): under a paragraph's length, no comma."""
+    words = re.split(r"[,，。.]", ctx.sentence(intl))[0].split()
+    return " ".join(words[:4]) if len(words) > 1 else words[0][:12] if words else "Then run"
+
+
+def fam_single_code(ctx: Ctx) -> tuple[str, dict]:
+    """Pages whose content is one or two code blocks and a few short lines: a JSP snippet on a blog
+    (sidebar of popular posts with summaries, reader comments, a comment form with its hint), a
+    cheat sheet of cards (a heading, one sentence, one block each, in a grid of generated class
+    names), a short CJK or English post with commands under a comment form. The page's other text
+    (summaries, hints, course teasers) outweighs the post's own lines."""
+    rng = ctx.rng
+    kind = rng.choice(["blog-jsp", "cheatsheet", "short-post"])
+    intl = kind == "short-post" and rng.random() < 0.5
+    teasers = "".join(f"<li><a href='/p/{rng.randint(1, 999)}'>{esc(ctx.sentence(intl)[:50])}</a>"
+                      f"<div class='snippet'>{esc(ctx.sentence(intl))}</div></li>" for _ in range(4))
+    hint = ("讨论应以学习和精进为目的。请勿发布不友善或者负能量的内容，与人为善，比聪明更重要！" if intl else
+            "Comments are moderated, so please be kind, stay on topic, and do not post links to spam or ads.")
+    hint_class = rng.choice(("ui message info", "alert alert-info", "form-hint"))  # Semantic UI, Bootstrap, none
+    form = (f"<form class='comment-form' method='post' action='/comments'><div class='{hint_class}'>{hint}</div>"
+            "<textarea name='comment'></textarea><input type='submit' value='Post'></form>")
+    bp = boilerplate(ctx)
+    title = ctx.sentence(intl)[:60]
+    code: list[str] = []
+    if kind == "blog-jsp":
+        src = _jsp(rng)
+        code.append(src)
+        pre = rng.choice([f"<pre class='brush: xml; toolbar: false'>{esc(src)}</pre>",
+                          f"<pre><code class='language-jsp'>{esc(src)}</code></pre>",
+                          f"<pre class='prettyprint lang-html'>{esc(src)}</pre>"])
+        post = (f"<p>{esc(_short_line(ctx, False))}:</p>{pre}<p>{esc(_short_line(ctx, False))}.</p>")
+        comments = "".join(f"<li class='comment'><div class='comment-author'><a href='/u{i}'>reader{i}</a> said...</div>"
+                           f"<p>{esc(ctx.sentence()[:70])}</p></li>" for i in range(rng.randint(0, 3)))
+        page = (f"<div id='header'>{bp['nav']}</div><div class='main-outer'><div class='column-center'>"
+                f"<div class='post hentry'><h3 class='post-title entry-title'>{esc(title)}</h3>"
+                f"<div class='post-body entry-content'>{post}</div><div class='post-footer'>Posted by admin at 10:24 AM"
+                f"</div></div><div class='comments'><h4>{len(comments)} comments:</h4><ol>{comments}</ol>{form}</div>"
+                f"</div><div class='column-right sidebar'><h2>Popular Posts</h2><ul class='popular-posts'>{teasers}</ul>"
+                f"</div></div><div class='footer-outer'>{bp['footer']}</div>")
+    elif kind == "cheatsheet":
+        cards = []
+        for i in range(rng.randint(2, 6)):
+            lang, src = rng.choice(ctx.code)
+            code.append(src)
+            cards.append(f"<div class='e1sajh0 gamut-{rng.randint(100, 999)}x-Box'><h3 class='e1k6h9x0'>"
+                         f"{esc(_short_line(ctx, False))}</h3><div class='styles_markdown__{rng.randint(10, 99)}'>"
+                         f"<p>{esc(ctx.sentence())}</p><pre><code class='language-{lang}'>{esc(src)}</code></pre></div></div>")
+        page = (f"<header class='gamut-nav'>{bp['nav']}</header><main><div class='e1m0x7m0'><h1>{esc(title)}</h1>"
+                f"<div class='gamut-grid'>{''.join(cards)}</div></div>"
+                f"<div class='e1p2ea0 course-promo'><h2>Learn more</h2><ul>{teasers}</ul></div></main>"
+                f"<footer>{bp['footer']}</footer>")
+    else:
+        blocks = []
+        for _ in range(rng.randint(1, 2)):
+            lang, src = rng.choice(ctx.code)
+            if rng.random() < 0.6:  # a command to type, shorter than a paragraph: the post's code scores little
+                name = (re.findall(r"def (\w+)", src) or ["depcheck"])[0].replace("_", "-")
+                lang, src = "shell", rng.choice(("npm i -g {}", "pip install {}", "composer require acme/{}",
+                                                 "go get github.com/acme/{}", "brew install {}")).format(name)
+            code.append(src)
+            blocks.append(f"<p>{esc(_short_line(ctx, intl))}</p><div style='position: relative;'>"
+                          f"<pre class='language-{lang}'><code>{esc(src)}</code><button class='copy-code'>Copy</button></pre></div>")
+        page = (f"<div class='navbar'>{bp['nav']}</div><div class='main-column'><div class='ui segment article-content'>"
+                f"<h1>{esc(title)}</h1><div class='markdown-body'>{''.join(blocks)}<p>{esc(_short_line(ctx, intl))}</p></div>"
+                f"</div><div class='ui comments'><div class='reply-count'>0 replies</div>{form}</div></div>"
+                f"<div class='sidebar'><div class='course'><ul>{teasers}</ul></div></div>")
+    html = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(title)}</title></head><body>{page}</body></html>")
+    return html, {"formulas": [], "code": code}
+
+
 FAMILIES = {
     # math
     "pandoc-mathml": fam_pandoc("--mathml"),
@@ -1244,6 +1332,7 @@ FAMILIES = {
     "mathml-cdn": fam_mathml_cdn,
     "libretexts-long": fam_libretexts,
     "javadoc": fam_javadoc,
+    "single-code": fam_single_code,
 }
 
 

@@ -16,7 +16,8 @@ and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
    than one (a body written as one block between `<br>`s, in a script without Latin commas). Class
    and id words add or subtract evidence (`article`, `entry-content` for; `sidebar`, `related`,
    `comment`, `share` against), and the container's own link density scales its score down (a menu
-   of long titles).
+   of long titles). A code block is a paragraph at any length, its lines counted like commas (up to
+   three); text in a form holding a small share of the page (a comment form's hint) scores nothing.
 3. The winner goes up to its parent while the parent adds more running text (paragraph text outside
    links, in blocks not named as boilerplate) than other text: a body split over containers with
    nothing in common, the other posts of a thread. Its siblings then join when they score a fair
@@ -152,14 +153,30 @@ def class_weight(el) -> float:
     return weight + found
 
 
-def _score_candidates(m: Measures) -> dict:
+def _in_small_forms(body, m: Measures) -> set:
+    """The elements inside a form that holds under half the page's text (a search box; a comment or
+    sign-up form and its hint, "be kind, stay on topic"): what pruning drops (`_boilerplate`) is no
+    running text to choose by. A form holding most of the page (a post feed, an ASP.NET page) counts."""
+    half = 0.5 * m.total(body)
+    return {el for form in body.iter("form") if m.total(form) < half for el in form.iter()}
+
+
+def _score_candidates(m: Measures, skip: set = frozenset()) -> dict:
     scores: dict = {}
     cjk = m.cjk
     for el, (_, _, own, links, commas, _, tag) in reversed(m.v.items()):  # page order: ties go to the first
-        if own < _MIN_PARAGRAPH or tag not in _BLOCK or tag in _HEADINGS or cjk and not commas and tag != "pre":
+        if tag == "pre":
+            # Code: a paragraph at any length (a one-line command is a step of the post, as a sentence
+            # is); its clauses are its commas (ASCII ones: a Chinese page's code has no full-width
+            # commas) or its lines up to three, as its length counts up to three hundred characters.
+            if not own or el in skip:
+                continue
+            text = el.text_content()
+            commas = max(commas, text.count(","), min(text.count("\n") + 1, 3))
+        elif own < _MIN_PARAGRAPH or tag not in _BLOCK or tag in _HEADINGS or cjk and not commas:
             continue
-        if links > 0.5 * own:
-            continue  # a line of links: navigation, not a paragraph
+        if links > 0.5 * own or el in skip:
+            continue  # a line of links: navigation, not a paragraph; or a form's text
         score = (1.0 + commas + min(own / 100.0, 3.0) + max(0, own - _LONG) / _LONG) * (1.0 - links / own)
         node, share = el.getparent(), 1.0
         for _ in range(3):
@@ -305,6 +322,8 @@ _FURNITURE = re.compile(
     r"|advertisement\b|anzeige\b|werbung\b|\d+\s+(?:comments?|replies)\b|comments?\b|tags?:|filed under\b"
     r"|photo\s*:|image\s*:|credit\s*:|source\s*:|sign up\b|subscribe\b|click here\b|loading\b)", re.I)
 _DATE = re.compile(r"\b(?:19|20)\d\d\b|\b\d{1,2}:\d\d\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d", re.I)
+# Formulas as the prepared tree holds them: `$..$` and `$$..$$`, or the page's own `\(..\)`, `\[..\]`.
+_FORMULA = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\[.+?\\\]|\\\(.+?\\\)", re.S)
 _BYLINE = re.compile(r"^(?:by|von|par|por|di|door|av|от|текст:)\s", re.I)
 
 
@@ -330,6 +349,8 @@ def _furniture(node, total: int) -> bool:
         return False
     if _FURNITURE.match(text) or _BYLINE.match(text) and not _SENTENCE_END.search(text):
         return True
+    if "$" in text or "\\" in text:
+        text = _FORMULA.sub(" ", text)  # a formula's numbers are no date (`n \ge 2015`)
     return len(text) < 80 and len(text.split()) <= 10 and bool(_DATE.search(text)) and not _SENTENCE_END.search(text)
 
 
@@ -549,7 +570,7 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
     if body is None:
         body = root
     m = Measures(body, not ascii_only and _is_cjk(body))
-    chosen = [body] if keep_all else _selection(body, m, _score_candidates(m))
+    chosen = [body] if keep_all else _selection(body, m, _score_candidates(m, _in_small_forms(body, m)))
     body_chars = sum(m.total(el) for el in chosen) or 1
     if not keep_all:
         _cut_teasers(chosen, m)  # before pruning, which drops the short heading alone ("Related")

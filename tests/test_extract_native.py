@@ -220,3 +220,60 @@ def test_schema_org_metadata_inside_the_article_is_not_text():
     text = native(html)
     assert "Paragraph 0." in text and "Paragraph 4." in text
     assert "pleases nobody" not in text and "Jane Doe" not in text and "twelfth of May" not in text
+
+
+def test_a_hint_in_a_comment_form_is_not_the_content_of_a_short_post():
+    # A short post (a line, a code block, a line, a code block) scores little: its lines are below a
+    # paragraph's length (in Chinese they also lack a full-width comma). The hint in the comment form
+    # under it ("be kind, stay on topic") is one comma-rich paragraph; a form that holds a small share
+    # of the page is no content (what pruning says of it too), so its text scores nothing.
+    code = "npm install --global depcheck-tool"
+    for lines, hint in ((["Install the tool", "Then check the project"],
+                         "Discussion should help us learn, so be kind, stay on topic, and cite your sources."),
+                        (["每次打开别人新的项目都要 npm 依赖都会各种报错很烦", "检查依赖"],
+                         "讨论应以学习和精进为目的。请勿发布不友善或者负能量的内容，与人为善，比聪明更重要！")):
+        post = f"<p>{lines[0]}</p><pre><code>{code}</code></pre><p>{lines[1]}</p><pre><code>depcheck --json</code></pre>"
+        html = (f"<html><body>{NAV}<div class='main'><h1>Checking dependencies</h1><div class='markdown-body'>{post}"
+                "</div></div><div class='comments'><form class='reply-form' action='/replies'>"
+                f"<div class='tip'>{hint}</div><textarea name='body'></textarea></form></div></body></html>")
+        text = native(html)
+        assert code in text and "depcheck --json" in text and lines[1] in text, lines[0]
+        assert hint[:10] not in text, lines[0]
+
+
+def test_a_post_of_short_lines_and_code_blocks_beats_teaser_summaries():
+    # The post's steps are one-line commands and its lines are shorter than a paragraph; the teasers
+    # beside it are sentences with commas. A code block is a paragraph at any length, and its lines,
+    # not its commas, are its clauses (a comma in code is syntax, and a Chinese page's code has no
+    # full-width ones), so the post outweighs the teasers.
+    teaser = ("In Europe, where the order books open in November, the maker will start with a special, "
+              "limited launch edition in blue.")
+    cjk_teaser = ("会议由县委副书记主持，县委常委、组织部长，县人大副主任，副县长，县政协副主席，县人武部部长，"
+                  "县应急管理局局长，以及各乡镇负责人参加了会议，并就下一步工作作了部署。")
+    code = "def rotate(items, k):\n    k = k % len(items)\n    head = items[:k]\n    return items[k:] + head"
+    for steps, lines, summary in ((["go get github.com/acme/median", "pip install str-eval"],
+                                   ["Install the tool", "Then the parser", "That is all"], teaser),
+                                  ([code, "pip install rotate"], ["先安装依赖", "然后运行", "就可以了"], cjk_teaser)):
+        post = "".join(f"<p>{line}</p><pre><code>{step}</code></pre>" for line, step in zip(lines, steps))
+        teasers = "".join(f"<li><a href='/p/{i}'>Story {i}</a><div class='snippet'>{summary}</div></li>" for i in range(4))
+        html = (f"<html><body>{NAV}<div class='main-column'><div class='article-content'><h1>Tools</h1>"
+                f"<div class='markdown-body'>{post}<p>{lines[2]}</p></div></div></div>"
+                f"<div class='aside'><div class='course'><ul>{teasers}</ul></div></div></body></html>")
+        text = native(html)
+        assert all(step in text for step in steps) and lines[2] in text, lines[0]
+        assert summary[:10] not in text, lines[0]
+
+
+def test_a_formula_with_a_year_like_number_is_no_dateline():
+    # A short block with a number from 1900 to 2099 and no full stop reads as a dateline ("12 May
+    # 2015"); a formula's numbers are no date: `n \ge 2015`, `z_{2005}=1` on a competition-maths page.
+    head = "<script src='https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js'></script>"
+    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(3))
+    for block, tex in (("<p>\\[n \\ge 2015\\]</p>", "n \\ge 2015"),
+                       ("<div class='math'><script type='math/tex; mode=display'>z_{2005}=1</script></div>", "z_{2005}=1"),
+                       ("<p>so <script type='math/tex'>2^{2010}</script> is even</p>", "2^{2010}")):
+        html = f"<html><head>{head}</head><body>{NAV}<article>{body}{block}<p>Then {SENT}</p></article></body></html>"
+        text = native(html)
+        assert tex in text and "Then The committee" in text, tex
+    dateline = f"<html><body>{NAV}<article><div class='when'>12 May 2015, 10:24</div>{body}</article></body></html>"
+    assert "12 May 2015" not in native(dateline)
