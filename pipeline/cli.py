@@ -359,8 +359,6 @@ def _stage_command(cls) -> click.Command:
 
     def callback(input_paths, output_path, engine, workers, spark_master, ray_address, force, **values):
         inputs, out = input_paths, output_path
-        import yaml
-
         from .runner import run_stage
 
         chosen: dict[str, Any] = {}
@@ -369,6 +367,8 @@ def _stage_command(cls) -> click.Command:
                 continue
             field = cls.Params.model_fields[name]
             if _click_type(field.annotation)[0] is None and isinstance(value, str):
+                import yaml  # only for an option click cannot type (a list or a mapping as YAML)
+
                 value = yaml.safe_load(value)
             chosen[name] = list(value) if isinstance(value, tuple) else value
         from .io import resolve_path_params
@@ -398,11 +398,11 @@ def _stage_command(cls) -> click.Command:
 def _build_stage(cls, params: dict):
     from pydantic import ValidationError
 
-    from .recipe import RecipeError
-
     try:
         return cls(params)
     except ValidationError as exc:
+        from .recipe import RecipeError  # here: recipe.py brings PyYAML, 15 ms of a command's start-up
+
         err = exc.errors()[0]
         raise RecipeError(f"--{'-'.join(str(p) for p in err['loc']).replace('_', '-')}: {err['msg']}") from None
 
