@@ -534,8 +534,6 @@ def _keep_freed_memory() -> None:
     `assay extract html`'s CPU on the extraction benchmark's 579 pages). Up to 32 MiB blocks and
     128 MiB of free heap are kept for reuse instead; forked children (the extraction watchdog's)
     inherit the setting. A no-op off glibc."""
-    if os.environ.get("ASSAY_XMALLOC") == "0":
-        return
     if not sys.platform.startswith("linux"):
         return
     import ctypes
