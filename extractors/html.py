@@ -58,14 +58,23 @@ def decode_html(data: bytes | str, declared: str | None = None) -> tuple[str, st
     return data.decode(enc, errors="replace"), enc
 
 
+_TITLE_XPATHS = None  # (in the head, in the whole page) per source of a title, compiled once
+
+
 def _title(tree) -> str | None:
+    global _TITLE_XPATHS
+    if _TITLE_XPATHS is None:
+        from lxml import etree
+
+        _TITLE_XPATHS = tuple((etree.XPath(xp) if xp[0] == "." else None, etree.XPath(xp.lstrip(".")))
+                              for xp in (".//meta[@property='og:title']/@content", ".//title/text()", "//h1//text()"))
     head = tree.find("head")
-    for xp in (".//meta[@property='og:title']/@content", ".//title/text()", "//h1//text()"):
+    for in_head, in_page in _TITLE_XPATHS:
         # The head first: it precedes the body, so what it holds is the page's first match anyway,
         # and the body (most of the page) is searched only when the head has none.
-        found = head.xpath(xp) if head is not None and xp[0] == "." else None
+        found = in_head(head) if head is not None and in_head is not None else None
         if not found:
-            found = tree.xpath(xp.lstrip("."))
+            found = in_page(tree)
         if found:
             title = " ".join(str(found[0]).split())
             if title:
