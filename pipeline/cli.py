@@ -530,8 +530,8 @@ def _skip_pandas_probe() -> None:
 def _keep_freed_memory() -> None:
     """glibc hands a freed block of 128 KiB or more back to the kernel at once (munmap) and trims
     the heap's free top past 128 KiB: a command that reads, pickles and parses pages of 100 KiB-1 MiB
-    then takes a fresh, zeroed page fault per 4 KiB of each, page after page (26,000 faults and 5% of
-    `assay extract html`'s CPU on the extraction benchmark's 579 pages). Up to 32 MiB blocks and
+    then takes a fresh, zeroed page fault per 4 KiB of each, page after page (26,000 faults and ~3% of
+    `assay extract html`'s CPU on the extraction benchmark's 579 held-out pages). Up to 32 MiB blocks and
     128 MiB of free heap are kept for reuse instead; forked children (the extraction watchdog's)
     inherit the setting. A no-op off glibc."""
     if not sys.platform.startswith("linux"):

@@ -116,8 +116,10 @@ def resolved_inside(child, parent) -> bool:
     """`inside` for paths `resolve` gave already (a check over many files resolves each once)."""
     if is_remote(child) != is_remote(parent):
         return False
-    a, b = str(child).rstrip("/"), str(parent).rstrip("/")
-    return a == b or a.startswith(b + "/")
+    if is_remote(child):
+        a, b = str(child).rstrip("/"), str(parent).rstrip("/")
+        return a == b or a.startswith(b + "/")
+    return child.is_relative_to(parent)  # also when equal
 
 
 # ---- reading ------------------------------------------------------------------------------------
