@@ -541,6 +541,8 @@ def main() -> None:
     ap.add_argument("--per-family", type=int, default=12, help="generated pages per family")
     ap.add_argument("--rounds", type=int, default=3, help="alternated CLI timing rounds (median reported)")
     ap.add_argument("--no-cli", action="store_true", help="skip the command-line wall-time comparison")
+    ap.add_argument("--only", choices=("speed",), help="speed: only the AEB in-process speed and the CLI timing "
+                    "(printed, no results file written)")
     args = ap.parse_args()
 
     import sys
@@ -574,6 +576,8 @@ def main() -> None:
         keys = [k for k in pages if page_split(f"aeb/{k}") == half]
         for name in systems:
             aeb[name][f"{half}_half"] = dict(aeb_scores({k: truth[k] for k in keys}, outs[name]), pages=len(keys))
+    if args.only == "speed":
+        return _speed_only(args, aeb)
     overhead = watchdog_overhead(pages)
 
     # 2. Snippets on the real pages of the split (AEB + magic-html article and forum).
@@ -678,6 +682,27 @@ def main() -> None:
         "machine": platform.machine(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }, indent=2, sort_keys=True))
     print(f"\nwrote {results.relative_to(ROOT)}")
+
+
+def _speed_only(args, aeb: dict) -> None:
+    """`--only speed`: the AEB pages per CPU-second (measured above) and the CLI timing on this
+    split's folder, without the accuracy sections."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from extraction_pages import generate
+
+    real = {k: v for k, v in real_pages().items() if page_split(k) == args.split}
+    folder = ROOT / ".bench" / "extraction-cli" / args.split
+    n_pages = _cli_folder(real, generate(args.split, args.per_family), folder)
+    for name, r in aeb.items():
+        print(f"AEB in-process {name:32} {r['pages_per_s']:7.1f} pages/CPU-s, {r['speed_vs_trafilatura']:.2f}x trafilatura")
+    cli = cli_wall_time(folder, args.rounds)
+    nat = cli["native"]
+    print(f"CLI {args.split}, {n_pages} pages, one worker (median of {args.rounds}): native CPU {nat['assay_cpu_s']:.2f} s "
+          f"vs trafilatura {nat['trafilatura_cpu_s']:.2f} s: {nat['cpu_speedup']:.2f}x (paired {nat['cpu_speedup_paired']:.2f}x); "
+          f"precise CPU {cli['assay_cpu_s']:.2f} s ({cli['cpu_speedup_paired']:.2f}x paired); "
+          f"load average {cli['load_average'][0]:.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

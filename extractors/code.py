@@ -30,6 +30,11 @@ def _gutter_hint(cls: str) -> bool:
     return "lin" in cls or "Lin" in cls or "lnt" in cls or "gutter" in cls or "num" in cls or "hljs-ln" in cls
 
 
+def gutter_class(cls: str) -> bool:
+    """`cls` names a line-number gutter."""
+    return _gutter_hint(cls) and _GUTTER.search(cls) is not None
+
+
 def _code_class(cls: str | None) -> bool:
     return bool(cls) and "code" in cls.lower() and _CODE_CLASS.search(cls) is not None
 _TABLE_XPATH = ("//table[.//pre or .//code or contains(@class, 'code') or contains(@class, 'highlight')"
@@ -75,9 +80,10 @@ def _table_lines(table) -> str | None:
     return "\n".join(lines)
 
 
-def normalize_code(tree) -> int:
+def normalize_code(tree, gutters: list | None = None) -> int:
     """Rewrite numbered, table-laid, <br>-written and textarea code into plain <pre> blocks; returns
-    how many blocks were rewritten."""
+    how many blocks were rewritten. `gutters`: the elements whose class names a gutter, in page order,
+    when the caller's own walk over the page found them (html._scan); else a walk finds them here."""
     changed = 0
     # Read-only text areas outside forms are code listings (form fields are dropped later).
     for ta in list(tree.iter("textarea")):
@@ -86,8 +92,9 @@ def normalize_code(tree) -> int:
             ta.attrib.pop("name", None)
             changed += 1
     # Gutters: elements named as line numbers that hold nothing but numbers.
-    gutters = [el for el in tree.iter("*") if (cls := el.get("class")) and _gutter_hint(cls) and _GUTTER.search(cls)]
-    for el in gutters:
+    if gutters is None:
+        gutters = [el for el in tree.iter("*") if (cls := el.get("class")) and gutter_class(cls)]
+    for el in gutters:  # one in a subtree dropped since then is dropped there: the page is unchanged
         if el.getparent() is not None and _NUMBERS.match(el.text_content()):
             _drop(el)
     # A table laid around one listing (a numbers column, the code column) is the listing itself;

@@ -58,14 +58,23 @@ def decode_html(data: bytes | str, declared: str | None = None) -> tuple[str, st
     return data.decode(enc, errors="replace"), enc
 
 
+_TITLE_XPATHS = None  # (in the head, in the whole page) per source of a title, compiled once
+
+
 def _title(tree) -> str | None:
+    global _TITLE_XPATHS
+    if _TITLE_XPATHS is None:
+        from lxml import etree
+
+        _TITLE_XPATHS = tuple((etree.XPath(xp) if xp[0] == "." else None, etree.XPath(xp.lstrip(".")))
+                              for xp in (".//meta[@property='og:title']/@content", ".//title/text()", "//h1//text()"))
     head = tree.find("head")
-    for xp in (".//meta[@property='og:title']/@content", ".//title/text()", "//h1//text()"):
+    for in_head, in_page in _TITLE_XPATHS:
         # The head first: it precedes the body, so what it holds is the page's first match anyway,
         # and the body (most of the page) is searched only when the head has none.
-        found = head.xpath(xp) if head is not None and xp[0] == "." else None
+        found = in_head(head) if head is not None and in_head is not None else None
         if not found:
-            found = tree.xpath(xp.lstrip("."))
+            found = in_page(tree)
         if found:
             title = " ".join(str(found[0]).split())
             if title:
@@ -127,14 +136,14 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
     if passes is None:
         passes = math_passes(html if utf8 is None else utf8)  # the bytes: no second copy of a wide string
     n_math = rewrite_math(tree, passes) if passes else 0
-    hidden, found, bodies = _scan(tree, native)
+    hidden, found, bodies, gutters = _scan(tree, native)
     for el in hidden:
         if el.getparent() is not None and el.tag not in ("html", "body"):
             el.drop_tree()  # keeps the tail: the text after a hidden anchor is content
     # Dropped before the code blocks are saved: a <script> (highlighter loaders) or a "Copy" <button>
     # inside a <pre> is no code, and the saved copy must match what the extractor keeps of the block.
     if next(tree.iter("pre", "code", "textarea"), None) is not None or "-code" in html:
-        normalize_code(tree)  # before the drop: a <textarea> can be a code listing
+        normalize_code(tree, gutters)  # before the drop: a <textarea> can be a code listing
     post_quotes = []
     for quote in tree.iter("blockquote"):
         # Forum engines (vBulletin's blockquote.postcontent) put whole posts in a <blockquote>: that is
@@ -162,17 +171,17 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
     return _main_region(tree, bodies), n_math, code_blocks, title, posts
 
 
-def _scan(tree, native: bool = False) -> tuple[list, tuple[list, list], list]:
+def _scan(tree, native: bool = False) -> tuple[list, tuple[list, list], list, list]:
     """One walk over the page (each walk costs as much as the parse's tenth; Python reads of a few
     attributes are faster than XPath's tests on them): the elements to drop, and the candidates of
-    `threads.thread_posts` (schema.org items, classes with a post word), and `itemprop=articleBody`
-    elements (`_main_region`).
+    `threads.thread_posts` (schema.org items, classes with a post word), `itemprop=articleBody`
+    elements (`_main_region`) and the elements classed as line-number gutters (`normalize_code`).
     Dropped: navigation, footer, sidebar and search landmarks, and hidden elements; for
     `mode=native` also dialogs and blocks a CSS framework hides (`native.script_hidden`).
     Most elements have no attribute, or a class only: one `keys()` call tells, and a class string's
     tests are looked up (a page repeats a few class strings many times)."""
     roles = _DROP_ROLES_NATIVE if native else _DROP_ROLES
-    hidden, scoped, classed, bodies = [], [], [], []
+    hidden, scoped, classed, bodies, gutters = [], [], [], [], []
     plain = _RARE_ATTRS.isdisjoint
     flags = _CLASS_FLAGS[native]
     for el in tree.iter("*"):  # inlined tests: a function call per element costs more than they do
@@ -182,9 +191,11 @@ def _scan(tree, native: bool = False) -> tuple[list, tuple[list, list], list]:
         cls = el.get("class")
         hide = False
         if cls:
-            hide, post = flags.get(cls) or _class_flags(cls, native)
+            hide, post, gutter = flags.get(cls) or _class_flags(cls, native)
             if post:
                 classed.append(el)
+            if gutter:
+                gutters.append(el)
         if plain(keys):
             if hide:
                 hidden.append(el)
@@ -195,20 +206,23 @@ def _scan(tree, native: bool = False) -> tuple[list, tuple[list, list], list]:
             bodies.append(el)
         if el.get("itemscope") is not None and el.get("itemtype") is not None:
             scoped.append(el)
-    return hidden, (scoped, classed), bodies
+    return hidden, (scoped, classed), bodies, gutters
 
 
 _RARE_ATTRS = frozenset(("role", "aria-hidden", "hidden", "itemprop", "itemscope"))
-_CLASS_FLAGS: dict[bool, dict[str, tuple[bool, bool]]] = {False: {}, True: {}}
+_CLASS_FLAGS: dict[bool, dict[str, tuple[bool, bool, bool]]] = {False: {}, True: {}}
 
 
-def _class_flags(cls: str, native: bool) -> tuple[bool, bool]:
-    """(hidden by a dialog or framework class in `mode=native`, names a thread post) for one class."""
+def _class_flags(cls: str, native: bool) -> tuple[bool, bool, bool]:
+    """(hidden by a dialog or framework class in `mode=native`, names a thread post, names a
+    line-number gutter) for one class."""
+    from .code import gutter_class
     from .native import script_hidden
     from .threads import POST_HINT
 
     found = (bool(native and ("hid" in cls or "none" in cls or "modal" in cls or "dialog" in cls or "popup" in cls
-                         or "lightbox" in cls) and script_hidden(cls)), POST_HINT.search(cls) is not None)
+                         or "lightbox" in cls) and script_hidden(cls)), POST_HINT.search(cls) is not None,
+             gutter_class(cls))
     cache = _CLASS_FLAGS[native]
     if len(cache) > 50_000:
         cache.clear()

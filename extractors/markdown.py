@@ -72,8 +72,10 @@ class MarkdownWriter:
         # Collapse layout whitespace but keep explicit line breaks (<lb/>) and fenced code.
         if "```" in raw:
             return raw.strip()
-        lines = [" ".join(line.split()) for line in raw.split("\n")]
-        out = "\n".join(line for line in lines if line)
+        if "\n" in raw:  # each line's whitespace collapsed, empty lines dropped (builtins: no Python loop)
+            out = "\n".join(filter(None, map(" ".join, map(str.split, raw.split("\n")))))
+        else:
+            out = " ".join(raw.split())
         if "\\" in out:  # \( or \[ delimiters: most text has no backslash at all
             out, n = normalize_tex_delimiters(out)
             self.stats.math += n

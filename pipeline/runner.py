@@ -74,9 +74,9 @@ def check_paths(stage: Stage, inputs: Sequence[Dataset], out: Path) -> None:
     if isinstance(stage, SourceStage):
         sources += [storage.resolve(storage.as_path(p)) for p in stage.params.paths if not glob.has_magic(str(p))]
         sources += [storage.resolve(storage.as_path(f)) for f in stage.matched_files()]
-    for src in sources:
-        if storage.inside(target, src) or storage.inside(src, target):
-            relation = "is" if str(target) == str(src) else "is inside" if storage.inside(target, src) else "contains"
+    for src in sources:  # each resolved once above: a folder of 100,000 pages is 100,000 realpaths
+        if storage.resolved_inside(target, src) or storage.resolved_inside(src, target):
+            relation = "is" if str(target) == str(src) else "is inside" if storage.resolved_inside(target, src) else "contains"
             raise OutputRefused(f"output {out} {relation} the input {src}; choose another output path")
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,11 +46,12 @@ def is_url(value: Any) -> bool:
 
 
 def _is_upath(value: Any) -> bool:
-    try:
-        from upath import UPath
-    except ImportError:
+    # Nothing is a UPath until upath is imported (as_path does that for a URL): a local run never
+    # imports upath and fsspec (50 ms at start-up) nor pays an import lookup per call.
+    upath = sys.modules.get("upath")
+    if upath is None:
         return False
-    return isinstance(value, UPath) and getattr(value, "protocol", "") not in ("", "file", "local")
+    return isinstance(value, upath.UPath) and getattr(value, "protocol", "") not in ("", "file", "local")
 
 
 def as_path(value: str | os.PathLike | Any):
@@ -107,13 +109,17 @@ def resolve(path):
 
 def inside(child, parent) -> bool:
     """`child` is `parent` or lies below it (same file system)."""
-    child, parent = resolve(as_path(child)), resolve(as_path(parent))
+    return resolved_inside(resolve(as_path(child)), resolve(as_path(parent)))
+
+
+def resolved_inside(child, parent) -> bool:
+    """`inside` for paths `resolve` gave already (a check over many files resolves each once)."""
     if is_remote(child) != is_remote(parent):
         return False
     if is_remote(child):
         a, b = str(child).rstrip("/"), str(parent).rstrip("/")
         return a == b or a.startswith(b + "/")
-    return child == parent or parent in child.parents
+    return child.is_relative_to(parent)  # also when equal
 
 
 # ---- reading ------------------------------------------------------------------------------------
