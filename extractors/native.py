@@ -337,6 +337,11 @@ def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
     """Drop the boilerplate blocks inside a chosen element (in place). `thread`: `el` holds the posts
     of a thread, all content: a short reply with a mention link is no menu."""
     holds_code = {a for pre in el.iter("pre") for a in pre.iterancestors()}  # code is content wherever it is
+    # A quotation (an embedded post, a pull quote) is the author's material: its attribution line
+    # ("— Name (@name) May 4, 2019") is no dateline, and a wrapper named for the embed (`social-embed`)
+    # that holds little besides the quote is no share bar.
+    quoted = {d for q in el.iter("blockquote") for d in q.iterdescendants()} if el.find(".//blockquote") is not None \
+        else _EMPTY
     # Inside a selection that is itself named as boilerplate (a thread of `comment` blocks), names
     # against are no evidence: the page's content lives in such markup.
     named_against = any(class_weight(a) < 0 for a in (el, *el.iterancestors()))
@@ -345,7 +350,7 @@ def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
     while stack:  # depth first in page order; a dropped block's descendants are not looked at
         node = stack.pop()
         if node.tag in _PRUNED and node.tag not in _KEEP and node not in holds_code and \
-                _boilerplate(node, m, body_chars, named_against, groups, thread):
+                _boilerplate(node, m, body_chars, named_against, groups, thread, node in quoted):
             _remove(node)
         elif len(node):
             stack.extend(k for k in reversed(node) if isinstance(k.tag, str))
@@ -356,7 +361,8 @@ _META_PROPS = frozenset(("headline", "alternativeHeadline", "author", "creator",
                          "dateCreated", "publisher", "description"))
 
 
-def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict, thread: bool = False) -> bool:
+def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict, thread: bool = False,
+                 quoted: bool = False) -> bool:
     found = m.v.get(node)
     if found is None:
         return False
@@ -365,12 +371,12 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
         return True
     weight = class_weight(node)
     if weight < 0 and total < 0.3 * body_chars and not named_against and \
-            _group_chars(node, m, groups) < 0.3 * body_chars:
+            _group_chars(node, m, groups) < 0.3 * body_chars and not _holds_quote(node, m, total):
         return True
     tag = node.tag
     if tag in _INLINE:
         return tag == "time" and node.getparent().tag in _BLOCK and not (node.getparent().text or "").strip()
-    if total < _CALL and tag != "li" and _furniture(node, total):
+    if total < _CALL and tag != "li" and not quoted and _furniture(node, total):
         return True
     if tag == "header" and total < 0.3 * body_chars:
         return True  # an article's header: its headline, standfirst, byline and date
@@ -385,6 +391,15 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
     if tag in ("form", "fieldset"):
         return total < 0.5 * body_chars  # a form that holds most of the text is the page (a post feed)
     return tag in ("figcaption", "address")
+
+
+_EMPTY: frozenset = frozenset()
+
+
+def _holds_quote(node, m: Measures, total: int) -> bool:
+    """`node` is mostly a quotation with running text in it: an embedded post's wrapper."""
+    quotes = node.findall(".//blockquote") if node.tag != "blockquote" else [node]
+    return bool(quotes) and sum(m.total(q) for q in quotes) >= 0.8 * total and any(m.good(q) for q in quotes)
 
 
 def _remove(node) -> None:

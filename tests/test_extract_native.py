@@ -220,3 +220,19 @@ def test_schema_org_metadata_inside_the_article_is_not_text():
     text = native(html)
     assert "Paragraph 0." in text and "Paragraph 4." in text
     assert "pleases nobody" not in text and "Jane Doe" not in text and "twelfth of May" not in text
+
+
+def test_an_embedded_post_is_quoted_text_with_its_attribution():
+    # An embedded post sits in a wrapper named for the embed (`social-embed`) between the article's
+    # paragraphs: the quote and its attribution line ("— Name (@name) date") are the author's
+    # material, not a share bar or a dateline.
+    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    quote = ("<div class='social-embed'><blockquote class='tweet'><p>Yes this is real and yes the state "
+             "spent nearly half a million dollars on it, which is a lot.</p>— Dana Smith (@dsmith) "
+             "<a href='https://example.com/s/1'>November 18, 2019</a></blockquote></div>")
+    html = (f"<html><body>{NAV}<div class='story'>{body[:len(body) // 2]}</div><div class='story'>{body}{quote}"
+            f"<p>After the quote. {SENT}</p></div><div class='share'><a href='/s'>Share this story</a></div>"
+            "</body></html>")
+    text = native(html)
+    assert "half a million dollars" in text and "(@dsmith) November 18, 2019" in text
+    assert "Share this story" not in text
