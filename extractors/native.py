@@ -384,7 +384,8 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
     if tag in _HEADINGS:
         return density > 0.5
     if tag in _LISTS or tag in ("div", "section", "p", "li", "header", "figure"):
-        if density > 0.5 and total < 0.5 * body_chars:
+        if density > 0.5 and total < 0.5 * body_chars and not (
+                tag == "p" and density <= _LINKED_SENTENCE and total >= 100 and _sentence(node)):
             return True
         return not thread and tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
             found[4] < 5 and total < 0.25 * body_chars
@@ -394,6 +395,7 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
 
 
 _EMPTY: frozenset = frozenset()
+_LINKED_SENTENCE = 0.65
 
 
 def _holds_quote(node, m: Measures, total: int) -> bool:

@@ -236,3 +236,17 @@ def test_an_embedded_post_is_quoted_text_with_its_attribution():
     text = native(html)
     assert "half a million dollars" in text and "(@dsmith) November 18, 2019" in text
     assert "Share this story" not in text
+
+
+def test_a_sentence_with_several_links_is_a_paragraph():
+    # A paragraph that links most of its nouns (deals, names) is still a sentence of the article when
+    # a third of it is plain text; a line that is all links is not.
+    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    linked = ("<p>Monday’s best deals include <a href='/a'>various MacBook models from $700 at Amazon</a>. "
+              "You’ll also find <a href='/b'>AirPods 2 with wireless charging case for $150</a> and "
+              "<a href='/c'>Black Friday pricing on thermostats from $139</a>, all in one place today.</p>")
+    related = "<p><a href='/r'>Related: the ten best laptops of the year, tested and ranked by our staff</a></p>"
+    html = f"<html><body>{NAV}<article>{body}{linked}{related}<p>The end. {SENT}</p></article></body></html>"
+    text = native(html)
+    assert "Monday’s best deals include" in text and "The end." in text
+    assert "ten best laptops" not in text
