@@ -388,7 +388,7 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
                 tag == "p" and density <= _LINKED_SENTENCE and total >= 100 and _sentence(node)):
             return True
         return not thread and tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
-            found[4] < 5 and total < 0.25 * body_chars
+            found[4] < 5 and total < 0.25 * body_chars and not _holds_quote(node, m, total)
     if tag in ("form", "fieldset"):
         return total < 0.5 * body_chars  # a form that holds most of the text is the page (a post feed)
     return tag in ("figcaption", "address")

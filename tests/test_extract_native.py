@@ -250,3 +250,15 @@ def test_a_sentence_with_several_links_is_a_paragraph():
     text = native(html)
     assert "Monday’s best deals include" in text and "The end." in text
     assert "ten best laptops" not in text
+
+
+def test_an_embedded_post_full_of_links_is_still_quoted_text():
+    # An embedded post is mostly links (its short link, its author's handle, its date), but it is a
+    # quotation with a sentence in it, not a block of links.
+    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(6))
+    quote = ("<div class='embed'><blockquote><p>we are on it, said the state about the campaign "
+             "<a href='https://t.co/x'>https://t.co/HO1ZRs9T1P</a></p>— tall glass of coquito "
+             "(@orabora) <a href='https://example.com/s/2'>November 19, 2019</a></blockquote></div>")
+    html = f"<html><body>{NAV}<article>{body}{quote}<p>After the quote. {SENT}</p></article></body></html>"
+    text = native(html)
+    assert "said the state about the campaign" in text and "(@orabora)" in text
