@@ -202,7 +202,7 @@ def _top(scores: dict, m: Measures):
         elif _gains(parent, best, m):
             best, parent = parent, parent.getparent()  # the rest of a body split over containers
         else:
-            found = _gains_beyond(parent, best, m)
+            found = _gains_beyond(parent, best, m) or _continued_above(parent, best, m)
             if found is None:
                 break
             best, parent = found, found.getparent()
@@ -226,6 +226,21 @@ def _gains_beyond(parent, best, m: Measures):
             return up
         node = up
     return None
+
+
+def _continued_above(parent, best, m: Measures):
+    """The grandparent, when counted from `best` it gains (`_gains`) at least half as much running
+    text as `best` holds: the rest of the body one level further out, past a level of furniture
+    (share bar, tags, byline) that would not gain alone."""
+    up = parent.getparent()
+    if up is None or up.tag in ("html", "body") or not m.total(up):
+        return None
+    if _gains(up, best, m) and _gain_of(up, best, m) >= _CONTINUED * m.good(best):
+        return up
+    return None
+
+
+_CONTINUED = 0.5
 
 
 def _gain_of(top, best, m: Measures) -> int:

@@ -262,3 +262,20 @@ def test_an_embedded_post_full_of_links_is_still_quoted_text():
     html = f"<html><body>{NAV}<article>{body}{quote}<p>After the quote. {SENT}</p></article></body></html>"
     text = native(html)
     assert "said the state about the campaign" in text and "(@orabora)" in text
+
+
+def test_a_body_continued_past_a_level_of_furniture_is_kept_whole():
+    # The body's container sits with a share bar and a tag list (more text than the one level up
+    # gains); the rest of the body follows an advertisement one level further out.
+    first = "".join(f"<p>First part {i}. {SENT}</p>" for i in range(6))
+    rest = "".join(f"<p>Second part {i}. {SENT}</p>" for i in range(3))
+    share = "".join(f"<a href='/s{i}'>Share this story on network number {i}</a> " for i in range(8))
+    tags = "".join(f"<a href='/t{i}'>Topic {i}</a> " for i in range(12))
+    html = (f"<html><body>{NAV}<div class='page'><div class='wrap'><div class='bar'>{share}</div>"
+            f"<div class='body'>{first}</div><div class='topics'>{tags}</div></div>"
+            f"<div class='slot'><a href='/ad'>Advertisement</a></div><div class='more'><div>{rest}</div></div></div>"
+            f"<div class='links'>{''.join(f'<a href=/p{i}>Another story number {i}</a> ' for i in range(9))}</div>"
+            "</body></html>")
+    text = native(html)
+    assert "First part 5." in text and "Second part 2." in text
+    assert "Another story" not in text
