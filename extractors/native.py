@@ -281,11 +281,13 @@ def _selection(root, m: Measures, scores: dict) -> list:
         return [top]
     threshold = max(10.0, 0.2 * scores.get(top, 0.0))
     chosen = []
+    after = False
     for sib in parent:
         if not isinstance(sib.tag, str):
             continue
         if sib is top:
             chosen.append(sib)
+            after = True
             continue
         s = scores.get(sib)
         if s is not None and s + (_CLASS_WEIGHT * 0.2 if sib.get("class") == top.get("class") else 0) >= threshold \
@@ -295,7 +297,23 @@ def _selection(root, m: Measures, scores: dict) -> list:
             own, d = m.total(sib), m.density(sib)
             if sib.tag == "pre" or (own > 80 and d < 0.25) or (0 < own <= 80 and d == 0 and _sentence(sib)):
                 chosen.append(sib)
+        elif after and _continues(sib, m):
+            chosen.append(sib)
     return chosen
+
+
+def _continues(sib, m: Measures) -> bool:
+    """A container after the winner that is running text and nothing else (paragraphs, few links):
+    the rest of a body split around an advertisement or a figure, however little it scores (its
+    paragraphs sit too deep to give it any)."""
+    found = m.v.get(sib)
+    if found is None or found[5] < _MIN_GAIN or found[5] < _CONTINUES * found[0] or found[1] > 0.2 * found[0]:
+        return False
+    paragraphs = sum(1 for el in sib.iter() if m.v.get(el, _NOTHING)[2] >= _MIN_PARAGRAPH and el.tag in _BLOCK)
+    return paragraphs >= 2 and class_weight(sib) >= 0  # one paragraph alone: a notice, a disclaimer
+
+
+_CONTINUES = 0.7
 
 
 _SENTENCE_END = re.compile(r"[.!?。！？]\s*$")

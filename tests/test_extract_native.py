@@ -279,3 +279,18 @@ def test_a_body_continued_past_a_level_of_furniture_is_kept_whole():
     text = native(html)
     assert "First part 5." in text and "Second part 2." in text
     assert "Another story" not in text
+
+
+def test_a_continuation_nested_too_deep_to_score_joins_the_body():
+    # After an advertisement the body goes on in wrappers four levels deep: its paragraphs give the
+    # outer wrapper no score, but it is running text and nothing else. A lone notice does not join.
+    first = "".join(f"<p>First part {i}. {SENT}</p>" for i in range(6))
+    rest = "".join(f"<p>Second part {i}. {SENT}</p>" for i in range(2))
+    notice = "<div class='n'><div><div><div><p>" + SENT + "This notice stands alone.</p></div></div></div></div>"
+    html = (f"<html><body>{NAV}<div class='page'><div class='body'>{first}</div>"
+            f"<div class='slot'><a href='/ad'>Advertisement</a></div><div class='c'><div><div><div>{rest}</div></div></div></div>"
+            f"{notice}<div class='links'>{''.join(f'<a href=/p{i}>Another story number {i}</a> ' for i in range(30))}</div>"
+            "</div></body></html>")
+    text = native(html)
+    assert "First part 5." in text and "Second part 1." in text
+    assert "stands alone" not in text and "Another story" not in text
