@@ -255,7 +255,7 @@ def _gain_of(top, best, m: Measures) -> int:
             if sib is node or not isinstance(sib.tag, str):
                 continue
             g = m.good(sib)
-            if g and (class_weight(sib) >= 0 or sib.get("class") == same):
+            if g and (class_weight(sib) >= 0 or sib.get("class") == same or _named_like(sib, node)):
                 gain += g
         node = parent
     return gain
@@ -290,14 +290,14 @@ def _selection(root, m: Measures, scores: dict) -> list:
             after = True
             continue
         s = scores.get(sib)
-        if s is not None and s + (_CLASS_WEIGHT * 0.2 if sib.get("class") == top.get("class") else 0) >= threshold \
-                and class_weight(sib) >= 0:
+        like = _named_like(sib, top)
+        if s is not None and s + (_CLASS_WEIGHT * 0.2 if like else 0) >= threshold and (like or class_weight(sib) >= 0):
             chosen.append(sib)
         elif sib.tag in ("p", "pre", "blockquote", "ul", "ol", "table", "h2", "h3", "h4") and class_weight(sib) >= 0:
             own, d = m.total(sib), m.density(sib)
             if sib.tag == "pre" or (own > 80 and d < 0.25) or (0 < own <= 80 and d == 0 and _sentence(sib)):
                 chosen.append(sib)
-        elif after and _continues(sib, m):
+        elif after and _continues(sib, m) and (like or class_weight(sib) >= 0):
             chosen.append(sib)
     return chosen
 
@@ -310,7 +310,21 @@ def _continues(sib, m: Measures) -> bool:
     if found is None or found[5] < _MIN_GAIN or found[5] < _CONTINUES * found[0] or found[1] > 0.2 * found[0]:
         return False
     paragraphs = sum(1 for el in sib.iter() if m.v.get(el, _NOTHING)[2] >= _MIN_PARAGRAPH and el.tag in _BLOCK)
-    return paragraphs >= 2 and class_weight(sib) >= 0  # one paragraph alone: a notice, a disclaimer
+    return paragraphs >= 2  # one paragraph alone: a notice, a disclaimer
+
+
+def _named_like(a, b) -> bool:
+    """`a` and `b` share most of their class words (numbered tokens aside): blocks of one kind, as a
+    page builder names every block of a body (`elementor-element elementor-element-3f2a
+    elementor-widget`), so a word against boilerplate in the name is no evidence between them."""
+    ca, cb = a.get("class"), b.get("class")
+    if not ca or not cb:
+        return False
+    if ca == cb:
+        return True
+    ta = {t for t in ca.split() if not any(ch.isdigit() for ch in t)}
+    tb = {t for t in cb.split() if not any(ch.isdigit() for ch in t)}
+    return bool(ta and tb) and 2 * len(ta & tb) >= len(ta | tb)
 
 
 _CONTINUES = 0.7
@@ -378,7 +392,7 @@ def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
     # Inside a selection that is itself named as boilerplate (a thread of `comment` blocks), names
     # against are no evidence: the page's content lives in such markup.
     named_against = any(class_weight(a) < 0 for a in (el, *el.iterancestors()))
-    groups: dict = {}
+    groups: dict = {None: el}
     stack = [k for k in reversed(el) if isinstance(k.tag, str)]
     while stack:  # depth first in page order; a dropped block's descendants are not looked at
         node = stack.pop()
@@ -451,13 +465,30 @@ def _remove(node) -> None:
 
 
 def _group_chars(node, m: Measures, groups: dict) -> int:
-    """Text of `node` and its siblings of the same tag and class: repeated blocks that together
-    hold much of the selection (the posts of a thread named `comment`) are its content."""
+    """Text of `node` and its siblings of the same tag named like it (`_named_like`), or of all the
+    selection's blocks with its tag and class if more: repeated blocks that together hold much of the
+    selection (the posts of a thread named `comment`, the text blocks of a page builder) are its
+    content."""
     key = (node.getparent(), node.tag, node.get("class"))
     found = groups.get(key)
     if found is None:
-        found = groups[key] = sum(m.total(s) for s in key[0] if s.tag == node.tag and s.get("class") == key[2])
-    return found
+        found = groups[key] = sum(m.total(s) for s in key[0] if s.tag == node.tag and _named_like(s, node))
+    return max(found, _named_chars(node, m, groups))
+
+
+def _named_chars(node, m: Measures, groups: dict) -> int:
+    """Text of the blocks of the selection (`groups[None]`) with `node`'s tag and class: a name
+    that the page gives to the wrappers of its body (`elementor-widget-container`, one in each of
+    its text blocks) is the body's."""
+    named = groups.get(())
+    if named is None:
+        named = groups[()] = {}
+        for el in groups[None].iter("*"):
+            cls = el.get("class")
+            if cls and class_weight(el) < 0:
+                k = (el.tag, cls)
+                named[k] = named.get(k, 0) + m.total(el)
+    return named.get((node.tag, node.get("class")), 0)
 
 
 # Headings that open a list of other pages' teasers after the article ("Related stories", "其他人也在看").

@@ -294,3 +294,22 @@ def test_a_continuation_nested_too_deep_to_score_joins_the_body():
     text = native(html)
     assert "First part 5." in text and "Second part 1." in text
     assert "stands alone" not in text and "Another story" not in text
+
+
+def test_a_body_split_over_page_builder_blocks_named_widget_is_kept_whole():
+    # A page builder names every block of the body alike (`elementor-element elementor-element-<id>
+    # elementor-widget elementor-widget-text-editor`), `widget` included: among blocks named like the
+    # winner, that word is no evidence against, and the text blocks around the images are the body.
+    def block(i, inner, kind="text-editor"):
+        return (f"<div class='elementor-element elementor-element-{i}a3f elementor-widget elementor-widget-{kind}'>"
+                f"<div class='elementor-widget-container'>{inner}</div></div>")
+    parts = (block(1, "".join(f"<p>Part one {j}. {SENT}</p>" for j in range(4))) + block(2, "<img src='a.jpg'>", "image")
+             + block(3, "".join(f"<p>Part two {j}. {SENT}</p>" for j in range(2))) + block(4, "<h2>A subheading</h2>", "heading")
+             + block(5, "".join(f"<p>Part three {j}. {SENT}</p>" for j in range(2))))
+    recent = block(9, "".join(f"<a href='/r{j}'>Recent post number {j} on the blog</a><br>" for j in range(12)), "posts")
+    html = (f"<html><body>{NAV}<div class='elementor-section'><div class='elementor-column'><div class='elementor-widget-wrap'>"
+            f"{parts}</div></div><div class='elementor-column'><div class='elementor-widget-wrap'>{recent}</div></div></div>"
+            "</body></html>")
+    text = native(html)
+    assert all(f"{w}" in text for w in ("Part one 3.", "Part two 1.", "Part three 1.", "A subheading"))
+    assert "Recent post" not in text
