@@ -219,7 +219,7 @@ def _top(scores: dict, m: Measures):
         elif _gains(parent, best, m):
             best, parent = parent, parent.getparent()  # the rest of a body split over containers
         else:
-            found = _gains_beyond(parent, best, m)
+            found = _gains_beyond(parent, best, m) or _continued_above(parent, best, m)
             if found is None:
                 break
             best, parent = found, found.getparent()
@@ -245,6 +245,21 @@ def _gains_beyond(parent, best, m: Measures):
     return None
 
 
+def _continued_above(parent, best, m: Measures):
+    """The grandparent, when counted from `best` it gains (`_gains`) at least half as much running
+    text as `best` holds: the rest of the body one level further out, past a level of furniture
+    (share bar, tags, byline) that would not gain alone."""
+    up = parent.getparent()
+    if up is None or up.tag in ("html", "body") or not m.total(up):
+        return None
+    if _gains(up, best, m) and _gain_of(up, best, m) >= _CONTINUED * m.good(best):
+        return up
+    return None
+
+
+_CONTINUED = 0.5
+
+
 def _gain_of(top, best, m: Measures) -> int:
     """The running text that going up from `best` to its ancestor `top` adds, outside blocks named
     as boilerplate unless they are named like `best`."""
@@ -257,7 +272,7 @@ def _gain_of(top, best, m: Measures) -> int:
             if sib is node or not isinstance(sib.tag, str):
                 continue
             g = m.good(sib)
-            if g and (class_weight(sib) >= 0 or sib.get("class") == same):
+            if g and (class_weight(sib) >= 0 or sib.get("class") == same or _named_like(sib, node)):
                 gain += g
         node = parent
     return gain
@@ -283,21 +298,53 @@ def _selection(root, m: Measures, scores: dict) -> list:
         return [top]
     threshold = max(10.0, 0.2 * scores.get(top, 0.0))
     chosen = []
+    after = False
     for sib in parent:
         if not isinstance(sib.tag, str):
             continue
         if sib is top:
             chosen.append(sib)
+            after = True
             continue
         s = scores.get(sib)
-        if s is not None and s + (_CLASS_WEIGHT * 0.2 if sib.get("class") == top.get("class") else 0) >= threshold \
-                and class_weight(sib) >= 0:
+        like = _named_like(sib, top)
+        if s is not None and s + (_CLASS_WEIGHT * 0.2 if like else 0) >= threshold and (like or class_weight(sib) >= 0):
             chosen.append(sib)
         elif sib.tag in ("p", "pre", "blockquote", "ul", "ol", "table", "h2", "h3", "h4") and class_weight(sib) >= 0:
             own, d = m.total(sib), m.density(sib)
             if sib.tag == "pre" or (own > 80 and d < 0.25) or (0 < own <= 80 and d == 0 and _sentence(sib)):
                 chosen.append(sib)
+        elif after and _continues(sib, m) and (like or class_weight(sib) >= 0):
+            chosen.append(sib)
     return chosen
+
+
+def _continues(sib, m: Measures) -> bool:
+    """A container after the winner that is running text and nothing else (paragraphs, few links):
+    the rest of a body split around an advertisement or a figure, however little it scores (its
+    paragraphs sit too deep to give it any)."""
+    found = m.v.get(sib)
+    if found is None or found[5] < _MIN_GAIN or found[5] < _CONTINUES * found[0] or found[1] > 0.2 * found[0]:
+        return False
+    paragraphs = sum(1 for el in sib.iter() if m.v.get(el, _NOTHING)[2] >= _MIN_PARAGRAPH and el.tag in _BLOCK)
+    return paragraphs >= 2  # one paragraph alone: a notice, a disclaimer
+
+
+def _named_like(a, b) -> bool:
+    """`a` and `b` share most of their class words (numbered tokens aside): blocks of one kind, as a
+    page builder names every block of a body (`elementor-element elementor-element-3f2a
+    elementor-widget`), so a word against boilerplate in the name is no evidence between them."""
+    ca, cb = a.get("class"), b.get("class")
+    if not ca or not cb:
+        return False
+    if ca == cb:
+        return True
+    ta = {t for t in ca.split() if not any(ch.isdigit() for ch in t)}
+    tb = {t for t in cb.split() if not any(ch.isdigit() for ch in t)}
+    return bool(ta and tb) and 2 * len(ta & tb) >= len(ta | tb)
+
+
+_CONTINUES = 0.7
 
 
 _SENTENCE_END = re.compile(r"[.!?。！？]\s*$")
@@ -358,15 +405,20 @@ def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
     """Drop the boilerplate blocks inside a chosen element (in place). `thread`: `el` holds the posts
     of a thread, all content: a short reply with a mention link is no menu."""
     holds_code = {a for pre in el.iter("pre") for a in pre.iterancestors()}  # code is content wherever it is
+    # A quotation (an embedded post, a pull quote) is the author's material: its attribution line
+    # ("— Name (@name) May 4, 2019") is no dateline, and a wrapper named for the embed (`social-embed`)
+    # that holds little besides the quote is no share bar.
+    quoted = {d for q in el.iter("blockquote") for d in q.iterdescendants()} if el.find(".//blockquote") is not None \
+        else _EMPTY
     # Inside a selection that is itself named as boilerplate (a thread of `comment` blocks), names
     # against are no evidence: the page's content lives in such markup.
     named_against = any(class_weight(a) < 0 for a in (el, *el.iterancestors()))
-    groups: dict = {}
+    groups: dict = {None: el}
     stack = [k for k in reversed(el) if isinstance(k.tag, str)]
     while stack:  # depth first in page order; a dropped block's descendants are not looked at
         node = stack.pop()
         if node.tag in _PRUNED and node.tag not in _KEEP and node not in holds_code and \
-                _boilerplate(node, m, body_chars, named_against, groups, thread):
+                _boilerplate(node, m, body_chars, named_against, groups, thread, node in quoted):
             _remove(node)
         elif len(node):
             stack.extend(k for k in reversed(node) if isinstance(k.tag, str))
@@ -377,7 +429,8 @@ _META_PROPS = frozenset(("headline", "alternativeHeadline", "author", "creator",
                          "dateCreated", "publisher", "description"))
 
 
-def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict, thread: bool = False) -> bool:
+def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict, thread: bool = False,
+                 quoted: bool = False) -> bool:
     found = m.v.get(node)
     if found is None:
         return False
@@ -386,12 +439,12 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
         return True
     weight = class_weight(node)
     if weight < 0 and total < 0.3 * body_chars and not named_against and \
-            _group_chars(node, m, groups) < 0.3 * body_chars:
+            _group_chars(node, m, groups) < 0.3 * body_chars and not _holds_quote(node, m, total):
         return True
     tag = node.tag
     if tag in _INLINE:
         return tag == "time" and node.getparent().tag in _BLOCK and not (node.getparent().text or "").strip()
-    if total < _CALL and tag != "li" and _furniture(node, total):
+    if total < _CALL and tag != "li" and not quoted and _furniture(node, total):
         return True
     if tag == "header" and total < 0.3 * body_chars:
         return True  # an article's header: its headline, standfirst, byline and date
@@ -399,13 +452,24 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
     if tag in _HEADINGS:
         return density > 0.5
     if tag in _LISTS or tag in ("div", "section", "p", "li", "header", "figure"):
-        if density > 0.5 and total < 0.5 * body_chars:
+        if density > 0.5 and total < 0.5 * body_chars and not (
+                tag == "p" and density <= _LINKED_SENTENCE and total >= 100 and _sentence(node)):
             return True
         return not thread and tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
-            found[4] < 5 and total < 0.25 * body_chars
+            found[4] < 5 and total < 0.25 * body_chars and not _holds_quote(node, m, total)
     if tag in ("form", "fieldset"):
         return total < 0.5 * body_chars  # a form that holds most of the text is the page (a post feed)
     return tag in ("figcaption", "address")
+
+
+_EMPTY: frozenset = frozenset()
+_LINKED_SENTENCE = 0.65
+
+
+def _holds_quote(node, m: Measures, total: int) -> bool:
+    """`node` is mostly a quotation with running text in it: an embedded post's wrapper."""
+    quotes = node.findall(".//blockquote") if node.tag != "blockquote" else [node]
+    return bool(quotes) and sum(m.total(q) for q in quotes) >= 0.8 * total and any(m.good(q) for q in quotes)
 
 
 def _remove(node) -> None:
@@ -422,13 +486,30 @@ def _remove(node) -> None:
 
 
 def _group_chars(node, m: Measures, groups: dict) -> int:
-    """Text of `node` and its siblings of the same tag and class: repeated blocks that together
-    hold much of the selection (the posts of a thread named `comment`) are its content."""
+    """Text of `node` and its siblings of the same tag named like it (`_named_like`), or of all the
+    selection's blocks with its tag and class if more: repeated blocks that together hold much of the
+    selection (the posts of a thread named `comment`, the text blocks of a page builder) are its
+    content."""
     key = (node.getparent(), node.tag, node.get("class"))
     found = groups.get(key)
     if found is None:
-        found = groups[key] = sum(m.total(s) for s in key[0] if s.tag == node.tag and s.get("class") == key[2])
-    return found
+        found = groups[key] = sum(m.total(s) for s in key[0] if s.tag == node.tag and _named_like(s, node))
+    return max(found, _named_chars(node, m, groups))
+
+
+def _named_chars(node, m: Measures, groups: dict) -> int:
+    """Text of the blocks of the selection (`groups[None]`) with `node`'s tag and class: a name
+    that the page gives to the wrappers of its body (`elementor-widget-container`, one in each of
+    its text blocks) is the body's."""
+    named = groups.get(())
+    if named is None:
+        named = groups[()] = {}
+        for el in groups[None].iter("*"):
+            cls = el.get("class")
+            if cls and class_weight(el) < 0:
+                k = (el.tag, cls)
+                named[k] = named.get(k, 0) + m.total(el)
+    return named.get((node.tag, node.get("class")), 0)
 
 
 # Headings that open a list of other pages' teasers after the article ("Related stories", "其他人也在看").

@@ -277,3 +277,96 @@ def test_a_formula_with_a_year_like_number_is_no_dateline():
         assert tex in text and "Then The committee" in text, tex
     dateline = f"<html><body>{NAV}<article><div class='when'>12 May 2015, 10:24</div>{body}</article></body></html>"
     assert "12 May 2015" not in native(dateline)
+
+
+def test_an_embedded_post_is_quoted_text_with_its_attribution():
+    # An embedded post sits in a wrapper named for the embed (`social-embed`) between the article's
+    # paragraphs: the quote and its attribution line ("— Name (@name) date") are the author's
+    # material, not a share bar or a dateline.
+    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    quote = ("<div class='social-embed'><blockquote class='tweet'><p>Yes this is real and yes the state "
+             "spent nearly half a million dollars on it, which is a lot.</p>— Dana Smith (@dsmith) "
+             "<a href='https://example.com/s/1'>November 18, 2019</a></blockquote></div>")
+    html = (f"<html><body>{NAV}<div class='story'>{body[:len(body) // 2]}</div><div class='story'>{body}{quote}"
+            f"<p>After the quote. {SENT}</p></div><div class='share'><a href='/s'>Share this story</a></div>"
+            "</body></html>")
+    text = native(html)
+    assert "half a million dollars" in text and "(@dsmith) November 18, 2019" in text
+    assert "Share this story" not in text
+
+
+def test_a_sentence_with_several_links_is_a_paragraph():
+    # A paragraph that links most of its nouns (deals, names) is still a sentence of the article when
+    # a third of it is plain text; a line that is all links is not.
+    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    linked = ("<p>Monday’s best deals include <a href='/a'>various MacBook models from $700 at Amazon</a>. "
+              "You’ll also find <a href='/b'>AirPods 2 with wireless charging case for $150</a> and "
+              "<a href='/c'>Black Friday pricing on thermostats from $139</a>, all in one place today.</p>")
+    related = "<p><a href='/r'>Related: the ten best laptops of the year, tested and ranked by our staff</a></p>"
+    html = f"<html><body>{NAV}<article>{body}{linked}{related}<p>The end. {SENT}</p></article></body></html>"
+    text = native(html)
+    assert "Monday’s best deals include" in text and "The end." in text
+    assert "ten best laptops" not in text
+
+
+def test_an_embedded_post_full_of_links_is_still_quoted_text():
+    # An embedded post is mostly links (its short link, its author's handle, its date), but it is a
+    # quotation with a sentence in it, not a block of links.
+    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(6))
+    quote = ("<div class='embed'><blockquote><p>we are on it, said the state about the campaign "
+             "<a href='https://t.co/x'>https://t.co/HO1ZRs9T1P</a></p>— tall glass of coquito "
+             "(@orabora) <a href='https://example.com/s/2'>November 19, 2019</a></blockquote></div>")
+    html = f"<html><body>{NAV}<article>{body}{quote}<p>After the quote. {SENT}</p></article></body></html>"
+    text = native(html)
+    assert "said the state about the campaign" in text and "(@orabora)" in text
+
+
+def test_a_body_continued_past_a_level_of_furniture_is_kept_whole():
+    # The body's container sits with a share bar and a tag list (more text than the one level up
+    # gains); the rest of the body follows an advertisement one level further out.
+    first = "".join(f"<p>First part {i}. {SENT}</p>" for i in range(6))
+    rest = "".join(f"<p>Second part {i}. {SENT}</p>" for i in range(3))
+    share = "".join(f"<a href='/s{i}'>Share this story on network number {i}</a> " for i in range(8))
+    tags = "".join(f"<a href='/t{i}'>Topic {i}</a> " for i in range(12))
+    html = (f"<html><body>{NAV}<div class='page'><div class='wrap'><div class='bar'>{share}</div>"
+            f"<div class='body'>{first}</div><div class='topics'>{tags}</div></div>"
+            f"<div class='slot'><a href='/ad'>Advertisement</a></div><div class='more'><div>{rest}</div></div></div>"
+            f"<div class='links'>{''.join(f'<a href=/p{i}>Another story number {i}</a> ' for i in range(9))}</div>"
+            "</body></html>")
+    text = native(html)
+    assert "First part 5." in text and "Second part 2." in text
+    assert "Another story" not in text
+
+
+def test_a_continuation_nested_too_deep_to_score_joins_the_body():
+    # After an advertisement the body goes on in wrappers four levels deep: its paragraphs give the
+    # outer wrapper no score, but it is running text and nothing else. A lone notice does not join.
+    first = "".join(f"<p>First part {i}. {SENT}</p>" for i in range(6))
+    rest = "".join(f"<p>Second part {i}. {SENT}</p>" for i in range(2))
+    notice = "<div class='n'><div><div><div><p>" + SENT + "This notice stands alone.</p></div></div></div></div>"
+    html = (f"<html><body>{NAV}<div class='page'><div class='body'>{first}</div>"
+            f"<div class='slot'><a href='/ad'>Advertisement</a></div><div class='c'><div><div><div>{rest}</div></div></div></div>"
+            f"{notice}<div class='links'>{''.join(f'<a href=/p{i}>Another story number {i}</a> ' for i in range(30))}</div>"
+            "</div></body></html>")
+    text = native(html)
+    assert "First part 5." in text and "Second part 1." in text
+    assert "stands alone" not in text and "Another story" not in text
+
+
+def test_a_body_split_over_page_builder_blocks_named_widget_is_kept_whole():
+    # A page builder names every block of the body alike (`elementor-element elementor-element-<id>
+    # elementor-widget elementor-widget-text-editor`), `widget` included: among blocks named like the
+    # winner, that word is no evidence against, and the text blocks around the images are the body.
+    def block(i, inner, kind="text-editor"):
+        return (f"<div class='elementor-element elementor-element-{i}a3f elementor-widget elementor-widget-{kind}'>"
+                f"<div class='elementor-widget-container'>{inner}</div></div>")
+    parts = (block(1, "".join(f"<p>Part one {j}. {SENT}</p>" for j in range(4))) + block(2, "<img src='a.jpg'>", "image")
+             + block(3, "".join(f"<p>Part two {j}. {SENT}</p>" for j in range(2))) + block(4, "<h2>A subheading</h2>", "heading")
+             + block(5, "".join(f"<p>Part three {j}. {SENT}</p>" for j in range(2))))
+    recent = block(9, "".join(f"<a href='/r{j}'>Recent post number {j} on the blog</a><br>" for j in range(12)), "posts")
+    html = (f"<html><body>{NAV}<div class='elementor-section'><div class='elementor-column'><div class='elementor-widget-wrap'>"
+            f"{parts}</div></div><div class='elementor-column'><div class='elementor-widget-wrap'>{recent}</div></div></div>"
+            "</body></html>")
+    text = native(html)
+    assert all(f"{w}" in text for w in ("Part one 3.", "Part two 1.", "Part three 1.", "A subheading"))
+    assert "Recent post" not in text
