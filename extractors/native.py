@@ -326,8 +326,19 @@ def _continues(sib, m: Measures) -> bool:
     found = m.v.get(sib)
     if found is None or found[5] < _MIN_GAIN or found[5] < _CONTINUES * found[0] or found[1] > 0.2 * found[0]:
         return False
-    paragraphs = sum(1 for el in sib.iter() if m.v.get(el, _NOTHING)[2] >= _MIN_PARAGRAPH and el.tag in _BLOCK)
+    # Paragraphs in list items are a list's entries (teasers: a link and its summary), not a body's.
+    paragraphs = sum(1 for el in sib.iter() if m.v.get(el, _NOTHING)[2] >= _MIN_PARAGRAPH and el.tag in _BLOCK
+                     and not _in_list_item(el, sib))
     return paragraphs >= 2  # one paragraph alone: a notice, a disclaimer
+
+
+def _in_list_item(el, top) -> bool:
+    for a in el.iterancestors():
+        if a is top:
+            return False
+        if a.tag == "li":
+            return True
+    return False
 
 
 def _named_like(a, b) -> bool:
