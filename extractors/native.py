@@ -219,7 +219,9 @@ def _top(scores: dict, m: Measures):
         elif _gains(parent, best, m):
             best, parent = parent, parent.getparent()  # the rest of a body split over containers
         else:
-            found = _gains_beyond(parent, best, m) or _continued_above(parent, best, m)
+            found = _gains_beyond(parent, best, m)
+            if found is None:
+                found = _continued_above(parent, best, m)
             if found is None:
                 break
             best, parent = found, found.getparent()
