@@ -7,6 +7,11 @@ SENT = ("The committee met on Tuesday to discuss the budget, and after a long de
 NAV = "<nav><a href='/'>Home</a> <a href='/news'>News</a> <a href='/about'>About us</a></nav>"
 
 
+def paragraphs(n: int) -> str:
+    """An article body: `n` numbered sentences of running text, one paragraph each."""
+    return "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(n))
+
+
 def native(html: str) -> str:
     return extract_html({"html": html, "mode": "native"})["text"]
 
@@ -49,7 +54,7 @@ def test_cjk_posts_are_paragraphs_and_a_headline_list_is_not():
 
 def test_a_dialog_is_never_the_content():
     # A report form or help sheet that a script opens can hold more text than a short article.
-    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(2))
+    article = paragraphs(2)
     help_text = "".join(f"<p>Help {i}. {SENT} {SENT}</p>" for i in range(5))
     html = (f"<html><body>{NAV}<div class='post'>{article}</div><div class='ui modal small'>{help_text}</div>"
             "</body></html>")
@@ -73,7 +78,7 @@ def test_a_long_body_without_paragraph_markup_or_commas_beats_a_comma_rich_foote
 def test_blocks_hidden_by_a_css_framework_class_are_not_text():
     # `hidden` (Bootstrap 3, Tailwind) and `d-none` hide a block on every screen; `hidden md:block`
     # shows it on larger ones, so it stays.
-    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(4))
+    article = paragraphs(4)
     html = (f"<html><body>{NAV}<article><div class='body'>{article}"
             f"<div class='hidden support-message'><p>Please donate to keep us going, every dollar counts.</p></div>"
             f"<div class='d-none'><p>Variant two of the donation appeal, shown to some readers only.</p></div>"
@@ -173,7 +178,7 @@ def test_the_headline_goes_when_the_selection_starts_with_it_or_repeats_it():
     # container), and a sticky bar repeats it inside the article further down: neither is text.
     # A section heading the title merely contains stays.
     title = "Harbour study funded after a long budget debate in which the council heard from forty residents"
-    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    article = paragraphs(5)
     html = (f"<html><head><title>{title}</title></head><body>{NAV}<div class='page'><h2>{title}</h2>"
             f"<div class='story'>{article}<h3>Harbour study</h3><p>The closing paragraph. {SENT}</p>"
             f"<div class='sticky'><h1>{title}</h1></div></div></div></body></html>")
@@ -184,7 +189,7 @@ def test_the_headline_goes_when_the_selection_starts_with_it_or_repeats_it():
 
 def test_the_articles_own_header_is_not_text():
     # <article><header>: the headline, the standfirst and the byline; the body follows.
-    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    article = paragraphs(5)
     html = (f"<html><head><title>Budget news</title></head><body>{NAV}<article><header><h1>Council funds library</h1>"
             "<p class='lead'>After a long night of talks the council agreed on a budget that pleases nobody, "
             "and the mayor says it is the best deal the town could get.</p><span>Jane Doe</span></header>"
@@ -197,7 +202,7 @@ def test_the_articles_own_header_is_not_text():
 def test_short_lines_above_the_first_paragraph_are_not_text():
     # Kicker, byline, agency and reading time above the body, each a short block without a
     # sentence's end; a page whose text is all short lines (a poem) keeps them.
-    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    article = paragraphs(5)
     furniture = "<div>Opinion</div><div>Jane Doe</div><div>Associated Press</div><div>5 min read</div>"
     html = f"<html><body>{NAV}<div class='story'>{furniture}{article}</div></body></html>"
     text = native(html)
@@ -210,7 +215,7 @@ def test_short_lines_above_the_first_paragraph_are_not_text():
 
 def test_schema_org_metadata_inside_the_article_is_not_text():
     # Microdata marks the headline, byline, date and standfirst of an article as its metadata.
-    article = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    article = paragraphs(5)
     html = (f"<html><body>{NAV}<div class='story' itemscope itemtype='https://schema.org/NewsArticle'>"
             "<div itemprop='description'>The council agreed on a budget that pleases nobody, and the mayor says "
             "it is the best deal the town could have hoped to get this year.</div>"
@@ -268,7 +273,7 @@ def test_a_formula_with_a_year_like_number_is_no_dateline():
     # A short block with a number from 1900 to 2099 and no full stop reads as a dateline ("12 May
     # 2015"); a formula's numbers are no date: `n \ge 2015`, `z_{2005}=1` on a competition-maths page.
     head = "<script src='https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js'></script>"
-    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(3))
+    body = paragraphs(3)
     for block, tex in (("<p>\\[n \\ge 2015\\]</p>", "n \\ge 2015"),
                        ("<div class='math'><script type='math/tex; mode=display'>z_{2005}=1</script></div>", "z_{2005}=1"),
                        ("<p>so <script type='math/tex'>2^{2010}</script> is even</p>", "2^{2010}")):
@@ -283,7 +288,7 @@ def test_an_embedded_post_is_quoted_text_with_its_attribution():
     # An embedded post sits in a wrapper named for the embed (`social-embed`) between the article's
     # paragraphs: the quote and its attribution line ("— Name (@name) date") are the author's
     # material, not a share bar or a dateline.
-    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    body = paragraphs(5)
     quote = ("<div class='social-embed'><blockquote class='tweet'><p>Yes this is real and yes the state "
              "spent nearly half a million dollars on it, which is a lot.</p>— Dana Smith (@dsmith) "
              "<a href='https://example.com/s/1'>November 18, 2019</a></blockquote></div>")
@@ -298,7 +303,7 @@ def test_an_embedded_post_is_quoted_text_with_its_attribution():
 def test_a_sentence_with_several_links_is_a_paragraph():
     # A paragraph that links most of its nouns (deals, names) is still a sentence of the article when
     # a third of it is plain text; a line that is all links is not.
-    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    body = paragraphs(5)
     linked = ("<p>Monday’s best deals include <a href='/a'>various MacBook models from $700 at Amazon</a>. "
               "You’ll also find <a href='/b'>AirPods 2 with wireless charging case for $150</a> and "
               "<a href='/c'>Black Friday pricing on thermostats from $139</a>, all in one place today.</p>")
@@ -312,7 +317,7 @@ def test_a_sentence_with_several_links_is_a_paragraph():
 def test_an_embedded_post_full_of_links_is_still_quoted_text():
     # An embedded post is mostly links (its short link, its author's handle, its date), but it is a
     # quotation with a sentence in it, not a block of links.
-    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(6))
+    body = paragraphs(6)
     quote = ("<div class='embed'><blockquote><p>we are on it, said the state about the campaign "
              "<a href='https://t.co/x'>https://t.co/HO1ZRs9T1P</a></p>— tall glass of coquito "
              "(@orabora) <a href='https://example.com/s/2'>November 19, 2019</a></blockquote></div>")
