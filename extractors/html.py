@@ -20,8 +20,10 @@ import re
 from dataclasses import asdict
 from typing import Any
 
-from .code import normalize_code, pre_text
+from .code import gutter_class, normalize_code, pre_text
 from .markdown import CodeBlock, body_to_markdown, code_key, code_language
+from .native import script_hidden
+from .threads import POST_HINT
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 _DROP_TAGS = ("script", "style", "noscript", "svg", "iframe", "template", "object", "embed", "canvas",
@@ -215,11 +217,8 @@ _CLASS_FLAGS: dict[bool, dict[str, tuple[bool, bool, bool]]] = {False: {}, True:
 
 def _class_flags(cls: str, native: bool) -> tuple[bool, bool, bool]:
     """(hidden by a dialog or framework class in `mode=native`, names a thread post, names a
-    line-number gutter) for one class."""
-    from .code import gutter_class
-    from .native import script_hidden
-    from .threads import POST_HINT
-
+    line-number gutter) for one class. The imports are the module's: inside, they cost twice what
+    the tests do (a page has about 80 class strings not seen on the pages before)."""
     found = (bool(native and ("hid" in cls or "none" in cls or "modal" in cls or "dialog" in cls or "popup" in cls
                          or "lightbox" in cls) and script_hidden(cls)), POST_HINT.search(cls) is not None,
              gutter_class(cls))
