@@ -54,6 +54,9 @@ _POSITIVE = re.compile(
     r"|blog|prose|markdown\w*|rst-content|document|hentry|page-?content|section|chapter|mw-parser-output"
     r"|(?:post|entry|article|story|body|main)-?text|message|answer|question|postcontent|td-post-content|field-?item|node-?content|itemprop)"
     r"(?:$|[-_\s\d])", re.I)
+# The same patterns case-sensitive, for an ASCII name lowered (the patterns are lower case): Python's
+# regex engine tests each of the alternatives case-insensitively 4x slower (7.6 vs 2 us a name).
+_NEGATIVE_LOWER, _POSITIVE_LOWER = re.compile(_NEGATIVE.pattern), re.compile(_POSITIVE.pattern)
 _CLASS_WEIGHT = 25.0
 _MIN_GAIN, _GAIN_SHARE, _GAIN_RATIO = 100, 0.15, 1.0
 
@@ -146,7 +149,12 @@ def class_weight(el) -> float:
     names = f"{cls or ''} {ident or ''}"
     found = _WEIGHTS.get(names)
     if found is None:
-        found = (_CLASS_WEIGHT if _POSITIVE.search(names) else 0.0) - (_CLASS_WEIGHT if _NEGATIVE.search(names) else 0.0)
+        if names.isascii():  # nearly every name; re.IGNORECASE pairs an ASCII letter with others outside ASCII only
+            low = names.lower()
+            positive, negative = _POSITIVE_LOWER.search(low), _NEGATIVE_LOWER.search(low)
+        else:
+            positive, negative = _POSITIVE.search(names), _NEGATIVE.search(names)
+        found = (_CLASS_WEIGHT if positive else 0.0) - (_CLASS_WEIGHT if negative else 0.0)
         if len(_WEIGHTS) > 50_000:
             _WEIGHTS.clear()
         _WEIGHTS[names] = found
