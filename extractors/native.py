@@ -360,9 +360,21 @@ def _named_like(a, b) -> bool:
         return False
     if ca == cb:
         return True
-    ta = {t for t in ca.split() if not any(ch.isdigit() for ch in t)}
-    tb = {t for t in cb.split() if not any(ch.isdigit() for ch in t)}
+    ta, tb = _class_words(ca), _class_words(cb)
     return bool(ta and tb) and 2 * len(ta & tb) >= len(ta | tb)
+
+
+_WORDS: dict[str, frozenset] = {}  # class string → its words: a node is compared with each sibling
+
+
+def _class_words(cls: str) -> frozenset:
+    found = _WORDS.get(cls)
+    if found is None:
+        found = frozenset(t for t in cls.split() if not any(ch.isdigit() for ch in t))
+        if len(_WORDS) > 50_000:
+            _WORDS.clear()
+        _WORDS[cls] = found
+    return found
 
 
 _CONTINUES = 0.7
