@@ -446,7 +446,7 @@ def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
     # Inside a selection that is itself named as boilerplate (a thread of `comment` blocks), names
     # against are no evidence: the page's content lives in such markup.
     named_against = any(class_weight(a) < 0 for a in (el, *el.iterancestors()))
-    groups: dict = {None: el}
+    groups = _Groups(el)
     stack = [k for k in reversed(el) if isinstance(k.tag, str)]
     while stack:  # depth first in page order; a dropped block's descendants are not looked at
         node = stack.pop()
@@ -462,7 +462,7 @@ _META_PROPS = frozenset(("headline", "alternativeHeadline", "author", "creator",
                          "dateCreated", "publisher", "description"))
 
 
-def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: dict, thread: bool = False,
+def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: _Groups, thread: bool = False,
                  quoted: bool = False) -> bool:
     found = m.v.get(node)
     if found is None:
@@ -518,26 +518,36 @@ def _remove(node) -> None:
     parent.remove(node)
 
 
-def _group_chars(node, m: Measures, groups: dict) -> int:
+class _Groups:
+    """What `_group_chars` counts once per selection: the text of each run of siblings named alike,
+    and of the selection's blocks named against, by tag and class (built at the first need)."""
+
+    __slots__ = ("selection", "siblings", "named")
+
+    def __init__(self, selection):
+        self.selection, self.siblings, self.named = selection, {}, None
+
+
+def _group_chars(node, m: Measures, groups: _Groups) -> int:
     """Text of `node` and its siblings of the same tag named like it (`_named_like`), or of all the
     selection's blocks with its tag and class if more: repeated blocks that together hold much of the
     selection (the posts of a thread named `comment`, the text blocks of a page builder) are its
     content."""
     key = (node.getparent(), node.tag, node.get("class"))
-    found = groups.get(key)
+    found = groups.siblings.get(key)
     if found is None:
-        found = groups[key] = sum(m.total(s) for s in key[0] if s.tag == node.tag and _named_like(s, node))
+        found = groups.siblings[key] = sum(m.total(s) for s in key[0] if s.tag == node.tag and _named_like(s, node))
     return max(found, _named_chars(node, m, groups))
 
 
-def _named_chars(node, m: Measures, groups: dict) -> int:
-    """Text of the blocks of the selection (`groups[None]`) with `node`'s tag and class: a name
+def _named_chars(node, m: Measures, groups: _Groups) -> int:
+    """Text of the blocks of the selection named against with `node`'s tag and class: a name
     that the page gives to the wrappers of its body (`elementor-widget-container`, one in each of
     its text blocks) is the body's."""
-    named = groups.get(())
+    named = groups.named
     if named is None:
-        named = groups[()] = {}
-        for el in groups[None].iter("*"):
+        named = groups.named = {}
+        for el in groups.selection.iter("*"):
             cls = el.get("class")
             if cls and class_weight(el) < 0:
                 k = (el.tag, cls)
