@@ -299,10 +299,13 @@ def _gains(parent, best, m: Measures) -> bool:
     return gain >= max(_MIN_GAIN, _GAIN_SHARE * m.good(best)) and gain >= _GAIN_RATIO * cost
 
 
-def _selection(root, m: Measures, scores: dict) -> list:
+def _selection(root, m: Measures, scores: dict, skip: set = frozenset(), title: str | None = None) -> list:
     top = _top(scores, m)
     if top is None:
         return [root]
+    teasers = _teaser_list(top, m)
+    if teasers is not None:
+        top, scores = _past_teasers(root, top, teasers, m, skip, title, scores)
     parent = top.getparent()
     if parent is None:
         return [top]
@@ -316,6 +319,8 @@ def _selection(root, m: Measures, scores: dict) -> list:
             chosen.append(sib)
             after = True
             continue
+        if sib is teasers:
+            continue
         s = scores.get(sib)
         like = _named_like(sib, top)
         if s is not None and s + (_CLASS_WEIGHT * 0.2 if like else 0) >= threshold and (like or class_weight(sib) >= 0):
@@ -327,6 +332,101 @@ def _selection(root, m: Measures, scores: dict) -> list:
         elif after and _continues(sib, m) and (like or class_weight(sib) >= 0):
             chosen.append(sib)
     return chosen
+
+
+_TEASER_ITEMS = frozenset(("li", "div", "article", "section"))
+_TEASER_TITLE = 20  # characters of a linked title (a CJK character counts three)
+
+
+def _teaser_item(item, m: Measures) -> bool:
+    """A title linked to another page and a summary: text outside links of a paragraph's length but
+    no more than one long paragraph (a post, a reply or a listicle's entry says more)."""
+    found = m.v.get(item)
+    if found is None or found[6] not in _TEASER_ITEMS:
+        return False
+    summary = found[0] - found[1]
+    if not _MIN_PARAGRAPH <= summary <= _LONG:
+        return False
+    return any(m.total(a) >= _TEASER_TITLE and not (a.get("href") or "#").startswith(("#", "javascript:"))
+               for a in item.iter("a"))
+
+
+def _teaser_run(parent, m: Measures) -> int:
+    """The running text of `parent`'s teaser items (`_teaser_item`) when its children are mostly
+    teaser items of one kind (tag and class), three or more; else 0."""
+    kinds: dict = {}
+    for kid in parent:
+        if isinstance(kid.tag, str):
+            k = (kid.tag, kid.get("class"))
+            kinds[k] = kinds.get(k, 0) + 1
+    if not kinds:
+        return 0
+    (tag, cls), n = max(kinds.items(), key=lambda kv: kv[1])
+    if n < 3 or tag not in _TEASER_ITEMS:
+        return 0
+    items = [kid for kid in parent if kid.tag == tag and kid.get("class") == cls and _teaser_item(kid, m)]
+    return sum(m.good(kid) for kid in items) if len(items) >= 3 and 3 * len(items) >= 2 * n else 0
+
+
+def _teaser_list(top, m: Measures):
+    """The list of other pages' teasers (`_teaser_run`) that `top` is part of or whose summaries
+    are most of its running text (a sidebar of popular posts), else None."""
+    node = top
+    for _ in range(3):  # `top` is an item, or a summary inside one
+        node = node.getparent()
+        if node is None or node.tag in ("html", "body"):
+            break
+        if _teaser_run(node, m):
+            return node
+    good = m.good(top)
+    node = top
+    while good:
+        if _teaser_run(node, m) >= 0.5 * good:
+            return node
+        node = next((k for k in node if isinstance(k.tag, str) and m.v[k][5] >= 0.5 * good), None)
+        if node is None:
+            break
+    return None
+
+
+def _headline(root, title: str | None):
+    """The page's headline: its first h1-h3 whose text the page's title holds."""
+    if not title:
+        return None
+    key = " ".join(title.split()).lower()
+    for h in root.iter("h1", "h2", "h3"):
+        text = " ".join(h.text_content().split()).lower()
+        if len(text) >= 10 and text in key:
+            return h
+    return None
+
+
+def _past_teasers(root, top, teasers, m: Measures, skip, title, scores: dict):
+    """`top` is (or is mostly) a list of other pages' teasers. Unless the list holds the page's
+    headline (then it is the page's subject: a listicle, an index), its summaries are no running
+    text of the page: they neither score nor count when the choice goes up, and the best of the rest
+    inside the smallest block that holds both the headline and the teasers is chosen (the short post
+    beside a sidebar of long summaries). Returns the chosen element and the scores it was chosen by."""
+    head = _headline(root, title)
+    if head is None:
+        return top, scores
+    above = set(head.iterancestors())
+    if top in above or teasers in above or head is top:
+        return top, scores
+    common = next((a for a in (top, *top.iterancestors()) if a in above), None)
+    if common is None:
+        return top, scores
+    lost = m.good(teasers)
+    kept = [(a, m.v[a]) for a in (teasers, *teasers.iterancestors()) if a in m.v]
+    for a, v in kept:  # the summaries are not the page's running text
+        m.v[a] = v[:5] + (v[5] - lost,) + v[6:]
+    rescored = _score_candidates(m, set(skip) | set(teasers.iter()))
+    inside = set(common.iter())
+    found = _top({el: s for el, s in rescored.items() if el in inside}, m)
+    if found is None:  # nothing else: the teasers are all the page has
+        m.v.update(kept)
+        return top, scores
+    return found, rescored
 
 
 def _continues(sib, m: Measures) -> bool:
@@ -694,7 +794,11 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
     if body is None:
         body = root
     m = Measures(body, not ascii_only and _is_cjk(body))
-    chosen = [body] if keep_all else _selection(body, m, _score_candidates(m, _in_small_forms(body, m)))
+    if keep_all:
+        chosen = [body]
+    else:
+        skip = _in_small_forms(body, m)
+        chosen = _selection(body, m, _score_candidates(m, skip), skip, title)
     body_chars = sum(m.total(el) for el in chosen) or 1
     if not keep_all:
         _cut_teasers(chosen, m)  # before pruning, which drops the short heading alone ("Related")

@@ -375,3 +375,29 @@ def test_a_body_split_over_page_builder_blocks_named_widget_is_kept_whole():
     text = native(html)
     assert all(f"{w}" in text for w in ("Part one 3.", "Part two 1.", "Part three 1.", "A subheading"))
     assert "Recent post" not in text
+
+
+def test_a_list_of_teasers_beside_the_headline_does_not_win_over_a_one_command_post():
+    # The post under the page's headline is one short command and two short lines: it scores little.
+    # Beside it a list of other pages' teasers (each item a title linked to another page and a
+    # summary) holds sentences with commas. Teasers that do not hold the page's headline are not its
+    # running text: the post under the headline is the content, wherever the headline sits (inside
+    # the post's container or in a header above both columns).
+    cmd = "brew install sum-digit-factorials"
+    for summary, heading in (
+            ("Those commercials were super cool back in 2016, when driving for a ride app, shopping for others, or "
+             "letting out a room to cover your rent, actually seemed like an opportunity rather than a necessity.",
+             "Installing the digit factorial tool"),
+            ("从打赢脱贫攻坚战到全面推进乡村振兴，从建设共同富裕示范区到深化东西部协作和定点帮扶，中国通过有效举措巩固成果。",
+             "不要使用编排工具，自己写脚本更为灵活自主可控")):
+        teasers = "".join(f"<li><a href='/p/{i}'>{summary[:24]} {i}</a><div class='snippet'>{summary}</div></li>"
+                          for i in range(4))
+        post = f"<div class='markdown-body'><p>Run this</p><pre><code>{cmd}</code></pre><p>Done</p></div>"
+        side = f"<div class='col-side'><div class='course'><ul>{teasers}</ul></div></div>"
+        for layout in (f"<div class='col-main'><div class='segment'><h1>{heading}</h1>{post}</div></div>{side}",
+                       f"<div class='top'><h1>{heading}</h1></div><div class='row'><div class='col-main'>{post}</div>"
+                       f"{side}</div>"):
+            html = f"<html><head><title>{heading} - Site</title></head><body>{NAV}{layout}</body></html>"
+            text = native(html)
+            assert cmd in text and "Run this" in text, (heading, layout[:40])
+            assert summary[:10] not in text, (heading, layout[:40])
