@@ -1299,6 +1299,79 @@ def fam_single_code(ctx: Ctx) -> tuple[str, dict]:
     return html, {"formulas": [], "code": code}
 
 
+_NEUTRAL = ("col-md-4", "col-4", "e1q8v2k0", "widget-area", "right-col", "aside-col", "rail", "sb-wrap")
+
+
+def _has_cjk(text: str) -> bool:
+    return bool(re.search("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]", text))
+
+
+def _teaser_widget(ctx: Ctx, intl: bool) -> str:
+    """Other pages' teasers as blog themes print them: a title linked to the page and a summary cut
+    to an excerpt's length each, as list items (Blogger's popular posts), cards of divs (WordPress
+    related posts) or articles with a thumbnail link; under a heading or none."""
+    rng = ctx.rng
+    items = []
+    shape = rng.choice(("li", "card", "article"))
+    for _ in range(rng.randint(3, 8)):
+        href = f"/{rng.choice(('p', '20' + str(rng.randint(10, 24)), 'blog', 'post'))}/{rng.randint(1, 9999)}"
+        title = esc(ctx.sentence(intl)[:rng.randint(30, 70)].rstrip(" ,.;:"))
+        summary = " ".join(ctx.sentence(intl) for _ in range(rng.randint(1, 2)))
+        cut = rng.randint(60, 160) if _has_cjk(summary) else rng.randint(120, 400)  # as excerpt functions cut
+        summary = esc(summary if len(summary) <= cut else summary[:cut].rstrip() + "…")
+        if shape == "li":
+            items.append(f"<li><a href='{href}'>{title}</a><div class='item-snippet'>{summary}</div></li>")
+        elif shape == "card":
+            items.append(f"<div class='rp-item'><h4><a href='{href}'>{title}</a></h4><p>{summary}</p></div>")
+        else:
+            items.append(f"<article class='card'><a href='{href}'><img src='/t/{rng.randint(1, 99)}.jpg' alt=''></a>"
+                         f"<h3 class='card-title'><a href='{href}'>{title}</a></h3><p class='excerpt'>{summary}</p></article>")
+    heading = rng.choice(("", "<h3>Popular Posts</h3>", "<h3>From the blog</h3>", "<h3>热门文章</h3>",
+                          "<h2>You might also enjoy</h2>", "<h3>读者还看了</h3>"))
+    body = f"<ul>{''.join(items)}</ul>" if shape == "li" else f"<div class='{rng.choice(_NEUTRAL)}-list'>{''.join(items)}</div>"
+    return f"<div class='{rng.choice(_NEUTRAL)}'>{heading}{body}</div>"
+
+
+def fam_post_teasers(ctx: Ctx) -> tuple[str, dict]:
+    """A short post (one command, or one short block, and a line or two) beside one or two lists of
+    other pages' teasers with long summaries (English or Chinese), in the layouts blogs use: the
+    headline (h1, or Blogger's h3.post-title) inside the post's container or in a header above both
+    columns, the teasers in a sidebar after or before the post, or under the post in its container.
+    Class names say little (grid columns, generated names). The teasers outweigh the post."""
+    rng = ctx.rng
+    intl, teaser_intl = rng.random() < 0.5, rng.random() < 0.5
+    code, blocks = [], []
+    for _ in range(rng.choice((1, 1, 2))):
+        lang, src = rng.choice(ctx.code)
+        if rng.random() < 0.7:
+            name = (re.findall(r"def (\w+)", src) or ["depcheck"])[0].replace("_", "-")
+            lang, src = "shell", rng.choice(("npm i -g {}", "pip install {}", "cargo install {}", "apt-get install {}",
+                                             "docker pull acme/{}", "gem install {}")).format(name)
+        code.append(src)
+        pre = rng.choice((f"<pre><code class='language-{lang}'>{esc(src)}</code></pre>", f"<pre>{esc(src)}</pre>",
+                          f"<div class='highlight'><pre class='{lang}'>{esc(src)}</pre></div>"))
+        blocks.append((f"<p>{esc(_short_line(ctx, intl))}</p>" if rng.random() < 0.7 else "") + pre)
+    if rng.random() < 0.5:
+        blocks.append(f"<p>{esc(_short_line(ctx, intl))}</p>")
+    title = ctx.sentence(intl)[:rng.randint(25, 70)].rstrip(" ,.;:")
+    head = rng.choice((f"<h1>{esc(title)}</h1>", f"<h1 class='entry-title'>{esc(title)}</h1>",
+                       f"<h3 class='post-title entry-title'>{esc(title)}</h3>"))
+    post = f"<div class='{rng.choice(('post-body', 'entry', 'markdown-body', 'c7x2p', 'text'))}'>{''.join(blocks)}</div>"
+    widgets = "".join(_teaser_widget(ctx, teaser_intl) for _ in range(rng.choice((1, 1, 2))))
+    bp = boilerplate(ctx)
+    place, headline_out = rng.choice(("right", "left", "below")), rng.random() < 0.4
+    main = f"<div class='{rng.choice(('col-md-8', 'main-col', 'e9k2m1', 'left-col'))}'>" + \
+        ("" if headline_out else head) + post + (widgets if place == "below" else "") + "</div>"
+    side = f"<div class='{rng.choice(_NEUTRAL)}'>{widgets}</div>" if place != "below" else ""
+    columns = side + main if place == "left" else main + side
+    page = (f"<div class='top-bar'>{bp['nav']}</div>" + (f"<div class='page-header'>{head}</div>" if headline_out else "")
+            + f"<div class='row'>{columns}</div><div class='site-footer'>{bp['footer']}</div>")
+    site = rng.choice(("Dev Notes", "码农笔记", "Acme Blog", "TechTips"))
+    html = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(title)}{rng.choice((' - ', ' | ', ' – '))}"
+            f"{site}</title></head><body>{page}</body></html>")
+    return html, {"formulas": [], "code": code}
+
+
 FAMILIES = {
     # math
     "pandoc-mathml": fam_pandoc("--mathml"),
@@ -1333,6 +1406,7 @@ FAMILIES = {
     "libretexts-long": fam_libretexts,
     "javadoc": fam_javadoc,
     "single-code": fam_single_code,
+    "post-teasers": fam_post_teasers,
 }
 
 

@@ -230,6 +230,14 @@ def _class_flags(cls: str, native: bool) -> tuple[bool, bool, bool]:
 
 
 _CODE_WRAPPERS = ("div", "figure", "span", "section")
+_BESIDE_CODE = ("p", "pre", "h1", "h2", "h3", "h4", "h5", "h6")
+
+
+def _titled(heading) -> bool:
+    """A heading longer than a label ("Example", "Output"): three words, or ten characters of a
+    script written without spaces (a post's or a section's title)."""
+    text = heading.text_content().strip()
+    return len(text.split()) >= 3 or not text.isascii() and len(text) >= 10
 
 
 def _unwrap_code(pre, chars: int) -> None:
@@ -241,8 +249,8 @@ def _unwrap_code(pre, chars: int) -> None:
     for _ in range(3):
         if node is None or node.tag not in _CODE_WRAPPERS or len(node.text_content()) - chars > 40:
             break
-        if node.find(".//p") is not None:
-            break  # a paragraph beside the block is content (a post's sentence), not a label
+        if any(other is not pre and (other.tag in ("p", "pre") or _titled(other)) for other in node.iter(_BESIDE_CODE)):
+            break  # a paragraph, another block or a title beside the block is content, not a label
         outer, node = node, node.getparent()
     if outer is None or outer.getparent() is None:
         return
@@ -298,6 +306,14 @@ def new_body(tree):
     return etree.SubElement(root, "body")
 
 
+def _one_of_cards(article) -> bool:
+    """An <article> beside others of its class is one entry of a list (teaser cards, a feed), not
+    the page's article, however long its summary."""
+    cls = article.get("class")
+    return any(sib.tag == "article" and sib.get("class") == cls for sib in article.itersiblings()) or \
+        any(sib.tag == "article" and sib.get("class") == cls for sib in article.itersiblings(preceding=True))
+
+
 def _main_region(tree, bodies: list):
     """When the page marks its article unambiguously (one <article> or itemprop=articleBody with
     real text), extract from that subtree only: less tree to walk and less boilerplate to judge.
@@ -305,6 +321,8 @@ def _main_region(tree, bodies: list):
     from .threads import in_page
 
     found = [e for e in tree.iter("article") if len(e.text_content()) > 500]
+    if len(found) == 1 and _one_of_cards(found[0]):
+        return tree
     if len(found) != 1:
         known: dict = {tree: True}
         found = [e for e in bodies if in_page(e, known) and len(e.text_content()) > 500]

@@ -304,8 +304,9 @@ def _selection(root, m: Measures, scores: dict, skip: set = frozenset(), title: 
     if top is None:
         return [root]
     teasers = _teaser_list(top, m)
+    excluded: list = []
     if teasers is not None:
-        top, scores = _past_teasers(root, top, teasers, m, skip, title, scores)
+        top, scores = _past_teasers(root, top, teasers, m, skip, title, scores, excluded)
     parent = top.getparent()
     if parent is None:
         return [top]
@@ -319,8 +320,8 @@ def _selection(root, m: Measures, scores: dict, skip: set = frozenset(), title: 
             chosen.append(sib)
             after = True
             continue
-        if sib is teasers:
-            continue
+        if any(sib is t for t in excluded):
+            continue  # a list of teasers passed over
         s = scores.get(sib)
         like = _named_like(sib, top)
         if s is not None and s + (_CLASS_WEIGHT * 0.2 if like else 0) >= threshold and (like or class_weight(sib) >= 0):
@@ -340,12 +341,12 @@ _TEASER_TITLE = 20  # characters of a linked title (a CJK character counts three
 
 def _teaser_item(item, m: Measures) -> bool:
     """A title linked to another page and a summary: text outside links of a paragraph's length but
-    no more than one long paragraph (a post, a reply or a listicle's entry says more)."""
+    no more than two long paragraphs (a post, a reply or an article says more)."""
     found = m.v.get(item)
     if found is None or found[6] not in _TEASER_ITEMS:
         return False
     summary = found[0] - found[1]
-    if not _MIN_PARAGRAPH <= summary <= _LONG:
+    if not _MIN_PARAGRAPH <= summary <= 2 * _LONG:
         return False
     return any(m.total(a) >= _TEASER_TITLE and not (a.get("href") or "#").startswith(("#", "javascript:"))
                for a in item.iter("a"))
@@ -369,8 +370,9 @@ def _teaser_run(parent, m: Measures) -> int:
 
 
 def _teaser_list(top, m: Measures):
-    """The list of other pages' teasers (`_teaser_run`) that `top` is part of or whose summaries
-    are most of its running text (a sidebar of popular posts), else None."""
+    """The list of other pages' teasers (`_teaser_run`) that `top` is part of, or the largest of
+    the lists whose summaries together are most of its running text (a sidebar of popular posts,
+    one on each side), else None."""
     node = top
     for _ in range(3):  # `top` is an item, or a summary inside one
         node = node.getparent()
@@ -379,54 +381,74 @@ def _teaser_list(top, m: Measures):
         if _teaser_run(node, m):
             return node
     good = m.good(top)
-    node = top
-    while good:
-        if _teaser_run(node, m) >= 0.5 * good:
-            return node
-        node = next((k for k in node if isinstance(k.tag, str) and m.v[k][5] >= 0.5 * good), None)
-        if node is None:
-            break
+    if not good:
+        return None
+    runs, stack = [], [top]
+    while stack:  # only blocks that hold a quarter of the running text: a few on each level
+        node = stack.pop()
+        found = _teaser_run(node, m)
+        if found:
+            runs.append((found, node))
+        else:
+            stack.extend(k for k in node if isinstance(k.tag, str) and m.v[k][5] >= 0.25 * good)
+    if sum(g for g, _ in runs) >= 0.5 * good:
+        return max(runs, key=lambda r: r[0])[1]
     return None
 
 
-def _headline(root, title: str | None):
-    """The page's headline: its first h1-h3 whose text the page's title holds."""
+def _headline(root, title: str | None, teasers):
+    """The page's headline: its first h1 whose text the page's title holds, else h2, else h3; not
+    one inside the list of teasers (the page itself among its popular posts)."""
     if not title:
         return None
     key = " ".join(title.split()).lower()
-    for h in root.iter("h1", "h2", "h3"):
-        text = " ".join(h.text_content().split()).lower()
-        if len(text) >= 10 and text in key:
-            return h
+    for tag in ("h1", "h2", "h3"):
+        for h in root.iter(tag):
+            text = " ".join(h.text_content().split()).lower()
+            if len(text) >= 10 and text in key and teasers not in h.iterancestors():
+                return h
     return None
 
 
-def _past_teasers(root, top, teasers, m: Measures, skip, title, scores: dict):
-    """`top` is (or is mostly) a list of other pages' teasers. Unless the list holds the page's
+def _past_teasers(root, top, teasers, m: Measures, skip, title, scores: dict, excluded: list):
+    """`top` is, or holds mostly, a list of other pages' teasers. Unless the list holds the page's
     headline (then it is the page's subject: a listicle, an index), its summaries are no running
     text of the page: they neither score nor count when the choice goes up, and the best of the rest
     inside the smallest block that holds both the headline and the teasers is chosen (the short post
-    beside a sidebar of long summaries). Returns the chosen element and the scores it was chosen by."""
-    head = _headline(root, title)
+    beside a sidebar of long summaries). Again while that is another list of teasers (a second
+    widget). Returns the chosen element and the scores it was chosen by; the lists passed over are
+    added to `excluded`."""
+    head = _headline(root, title, teasers)
     if head is None:
         return top, scores
     above = set(head.iterancestors())
-    if top in above or teasers in above or head is top:
-        return top, scores
-    common = next((a for a in (top, *top.iterancestors()) if a in above), None)
-    if common is None:
-        return top, scores
-    lost = m.good(teasers)
-    kept = [(a, m.v[a]) for a in (teasers, *teasers.iterancestors()) if a in m.v]
-    for a, v in kept:  # the summaries are not the page's running text
-        m.v[a] = v[:5] + (v[5] - lost,) + v[6:]
-    rescored = _score_candidates(m, set(skip) | set(teasers.iter()))
-    inside = set(common.iter())
-    found = _top({el: s for el, s in rescored.items() if el in inside}, m)
-    if found is None:  # nothing else: the teasers are all the page has
-        m.v.update(kept)
-        return top, scores
-    return found, rescored
+    skip = set(skip)
+    for _ in range(_TEASER_LISTS):
+        if teasers in above or head is teasers:
+            break
+        common = next((a for a in (teasers, *teasers.iterancestors()) if a in above), None)
+        if common is None:
+            break
+        lost = m.good(teasers)
+        kept = [(a, m.v[a]) for a in (teasers, *teasers.iterancestors()) if a in m.v]
+        for a, v in kept:  # the summaries are not the page's running text
+            m.v[a] = v[:5] + (v[5] - lost,) + v[6:]
+        skip.update(teasers.iter())
+        rescored = _score_candidates(m, skip)
+        inside = set(common.iter())
+        found = _top({el: s for el, s in rescored.items() if el in inside}, m)
+        if found is None:  # nothing else: the teasers are all the page has
+            m.v.update(kept)
+            break
+        top, scores = found, rescored
+        excluded.append(teasers)
+        teasers = _teaser_list(top, m)
+        if teasers is None:
+            break
+    return top, scores
+
+
+_TEASER_LISTS = 3
 
 
 def _continues(sib, m: Measures) -> bool:

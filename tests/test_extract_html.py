@@ -403,3 +403,34 @@ def test_formula_gate_reads_bytes_as_text(searcher, monkeypatch):
     for page, want in zip(pages, expected):
         assert math_mod.math_passes(page) == want, page
         assert math_mod.math_passes(page.encode("utf-8")) == want, page
+
+
+def test_a_highlighter_wrapper_with_a_second_block_or_a_title_is_not_a_label():
+    # A highlighter's wrapper adds at most a label's worth of text and is replaced by its <pre>. A
+    # one-line command beside the block in the same container, or the post's title above it, is no
+    # label: replacing the container with the first block lost them.
+    cmd, title = "pip install rotate-tool", "Rotating a list in place"
+    html = (f"<html><head><title>{title}</title></head><body><nav><a href='/'>Home</a></nav><div class='col'>"
+            f"<h3 class='post-title'>{title}</h3><div class='entry'><div class='highlight'><pre class='python'>"
+            f"{SHAPE_CODE}</pre></div><pre>{cmd}</pre></div></div><div class='side'><p>{FILLER}</p></div></body></html>")
+    for mode in ("precise", "fast", "native"):
+        text = extract_html({"html": html, "mode": mode})["text"]
+        assert SHAPE_CODE in text and cmd in text, mode
+    from assay.extractors.html import _prepare
+
+    tree = _prepare(html, None, None, True)[0]
+    assert [h.text_content() for h in tree.iter("h3")] == [title]
+
+
+def test_an_article_card_among_others_is_not_the_pages_article():
+    # One <article> with real text marks the page's article, and extraction keeps to it. A teaser
+    # card beside other cards of its class is one entry of a list, however long its summary: the
+    # post (outside any <article>) must not be cut away for it.
+    summary = ("The committee met on Tuesday to discuss the budget, and after a long debate it agreed to fund the new "
+               "library, the repairs to the bridge, and a study of the harbour. ")
+    cards = "".join(f"<article class='card'><h3><a href='/p/{i}'>Another story number {i} of the week</a></h3>"
+                    f"<p>{summary * (3 if i == 1 else 1)}</p></article>" for i in range(4))
+    html = (f"<html><body><nav><a href='/'>Home</a></nav><div class='post'><h1>A short post</h1><p>Run this:</p>"
+            f"<pre>make install-everything</pre></div><div class='cards'>{cards}</div></body></html>")
+    for mode in ("precise", "fast", "native"):
+        assert "make install-everything" in extract_html({"html": html, "mode": mode})["text"], mode

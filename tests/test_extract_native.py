@@ -382,7 +382,7 @@ def test_a_list_of_teasers_beside_the_headline_does_not_win_over_a_one_command_p
     # Beside it a list of other pages' teasers (each item a title linked to another page and a
     # summary) holds sentences with commas. Teasers that do not hold the page's headline are not its
     # running text: the post under the headline is the content, wherever the headline sits (inside
-    # the post's container or in a header above both columns).
+    # the post's container or in a header above both columns), and with a list on either side.
     cmd = "brew install sum-digit-factorials"
     for summary, heading in (
             ("Those commercials were super cool back in 2016, when driving for a ride app, shopping for others, or "
@@ -396,7 +396,8 @@ def test_a_list_of_teasers_beside_the_headline_does_not_win_over_a_one_command_p
         side = f"<div class='col-side'><div class='course'><ul>{teasers}</ul></div></div>"
         for layout in (f"<div class='col-main'><div class='segment'><h1>{heading}</h1>{post}</div></div>{side}",
                        f"<div class='top'><h1>{heading}</h1></div><div class='row'><div class='col-main'>{post}</div>"
-                       f"{side}</div>"):
+                       f"{side}</div>",
+                       f"<div class='row'>{side}<div class='col-main'><h1>{heading}</h1>{post}</div>{side}</div>"):
             html = f"<html><head><title>{heading} - Site</title></head><body>{NAV}{layout}</body></html>"
             text = native(html)
             assert cmd in text and "Run this" in text, (heading, layout[:40])
