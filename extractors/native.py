@@ -353,19 +353,19 @@ def _teaser_item(item, m: Measures) -> bool:
 
 
 def _teaser_run(parent, m: Measures) -> int:
-    """The running text of `parent`'s teaser items (`_teaser_item`) when its children are mostly
-    teaser items of one kind (tag and class), three or more; else 0."""
+    """The running text of `parent`'s teaser items (`_teaser_item`) when its children of one kind
+    (tag and class) are three or more and mostly teaser items; else 0."""
+    kids = [k for k in parent if k.tag in _TEASER_ITEMS]  # a comment's tag is no string: not in the set
+    if len(kids) < 3:
+        return 0
     kinds: dict = {}
-    for kid in parent:
-        if isinstance(kid.tag, str):
-            k = (kid.tag, kid.get("class"))
-            kinds[k] = kinds.get(k, 0) + 1
-    if not kinds:
-        return 0
+    for kid in kids:
+        k = (kid.tag, kid.get("class"))
+        kinds[k] = kinds.get(k, 0) + 1
     (tag, cls), n = max(kinds.items(), key=lambda kv: kv[1])
-    if n < 3 or tag not in _TEASER_ITEMS:
+    if n < 3:
         return 0
-    items = [kid for kid in parent if kid.tag == tag and kid.get("class") == cls and _teaser_item(kid, m)]
+    items = [kid for kid in kids if kid.tag == tag and kid.get("class") == cls and _teaser_item(kid, m)]
     return sum(m.good(kid) for kid in items) if len(items) >= 3 and 3 * len(items) >= 2 * n else 0
 
 
@@ -374,7 +374,8 @@ def _teaser_list(top, m: Measures):
     the lists whose summaries together are most of its running text (a sidebar of popular posts,
     one on each side), else None."""
     node = top
-    for _ in range(3):  # `top` is an item, or a summary inside one
+    t, links = m.v[top][:2]
+    for _ in range(3 if t - links <= 2 * _LONG else 0):  # `top` is an item, or a summary inside one
         node = node.getparent()
         if node is None or node.tag in ("html", "body"):
             break
@@ -384,13 +385,14 @@ def _teaser_list(top, m: Measures):
     if not good:
         return None
     runs, stack = [], [top]
-    while stack:  # only blocks that hold a quarter of the running text: a few on each level
-        node = stack.pop()
-        found = _teaser_run(node, m)
+    while stack:  # only blocks that hold a quarter of the running text (a few on each level) and
+        node = stack.pop()  # the linked titles of three teasers
+        found = _teaser_run(node, m) if m.v[node][1] >= 3 * _TEASER_TITLE else 0
         if found:
             runs.append((found, node))
         else:
-            stack.extend(k for k in node if isinstance(k.tag, str) and m.v[k][5] >= 0.25 * good)
+            stack.extend(k for k in node if isinstance(k.tag, str) and m.v[k][5] >= 0.25 * good
+                         and m.v[k][1] >= 3 * _TEASER_TITLE)
     if sum(g for g, _ in runs) >= 0.5 * good:
         return max(runs, key=lambda r: r[0])[1]
     return None
