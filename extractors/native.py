@@ -22,6 +22,9 @@ and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
    links, in blocks not named as boilerplate) than other text: a body split over containers with
    nothing in common, the other posts of a thread. Its siblings then join when they score a fair
    share of it, or are plain paragraphs with few links (a body split around an advertisement).
+   A winner that is, or holds mostly, a list of other pages' teasers (linked titles with summaries)
+   not holding the page's headline is passed over: the best of the rest under the block holding
+   the headline and the list wins (a post of one command beside a sidebar of long summaries).
 4. Inside the selection, blocks that read as boilerplate go: class/id evidence against them with a
    small share of the text (not inside a selection itself so named, and not when blocks of the same
    class together hold much of it: a thread of `comment` blocks), link lists, headings that are
