@@ -584,13 +584,39 @@ def _text_before(node, top, m: Measures) -> bool:
 _NOTHING = (0,) * 7
 
 
-def _cut_teasers(chosen: list, m: Measures) -> None:
-    """After the article, a heading that opens other pages' teasers: it and what follows it in its
-    container go (the teasers' summaries are running text, and lifted the selection to hold them).
-    Not when no running text precedes it: then what follows is the content ("Related work")."""
+_QUOTES = str.maketrans("\u2018\u2019\u201c\u201d", "''\"\"")  # a title's typography varies from its heading's
+_TITLE_PARTS = re.compile(r"\s+[|\u2013\u2014:\u00b7\u2022-]+\s+")
+
+
+def _headline(title: str | None) -> str | None:
+    """The article's headline in the page's title: its longest part between the separators that add
+    the site's name ("Why X matters | Site")."""
+    if not title:
+        return None
+    part = max(_TITLE_PARTS.split(" ".join(title.split()).lower().translate(_QUOTES)), key=len)
+    return part if len(part) >= 15 else None
+
+
+def _replies_heading(text: str, headline: str | None) -> bool:
+    """A heading (`text`, spaces collapsed) after the article that names the article, with more
+    words: the heading of its replies ("12 thoughts on “Title”", "3 responses to Title")."""
+    if headline is None or len(text) < len(headline) + 5:
+        return False
+    return headline in text.lower().translate(_QUOTES)
+
+
+def _cut_teasers(chosen: list, m: Measures, title: str | None = None) -> None:
+    """After the article, a heading that opens other pages' teasers, or the article's replies (a
+    heading naming the article): it and what follows it in its container go (the teasers' summaries
+    are running text, and lifted the selection to hold them). Not when no running text precedes it:
+    then what follows is the content ("Related work")."""
+    headline = _headline(title)
     for el in chosen:
         for h in list(el.iter("h2", "h3", "h4")):
-            if h.getparent() is None or not _more_heading(h):
+            if h.getparent() is None:
+                continue
+            text = " ".join(h.text_content().split())
+            if not (_MORE_HEADING.match(text) or _replies_heading(text, headline)):
                 continue
             node = h  # the heading's wrapper, when the wrapper holds the heading alone
             while node.getparent() is not el and m.total(node.getparent()) <= m.total(node) + 5:
@@ -697,7 +723,7 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
     chosen = [body] if keep_all else _selection(body, m, _score_candidates(m, _in_small_forms(body, m)))
     body_chars = sum(m.total(el) for el in chosen) or 1
     if not keep_all:
-        _cut_teasers(chosen, m)  # before pruning, which drops the short heading alone ("Related")
+        _cut_teasers(chosen, m, title)  # before pruning, which drops the short heading alone ("Related")
     for el in chosen:
         _prune(el, m, body_chars, keep_all)
     if not keep_all:

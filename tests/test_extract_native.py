@@ -375,3 +375,17 @@ def test_a_body_split_over_page_builder_blocks_named_widget_is_kept_whole():
     text = native(html)
     assert all(f"{w}" in text for w in ("Part one 3.", "Part two 1.", "Part three 1.", "A subheading"))
     assert "Recent post" not in text
+
+
+def test_replies_under_a_heading_that_names_the_article_are_cut():
+    # No class names to go by: the replies' heading quotes the article's title with more words
+    # ("3 thoughts on “...”"); it and the replies after it in the article's container go.
+    replies = "".join(f"<li><p>Reader {i} says: I loved this piece, and I will try it at home with my family "
+                      f"tonight, thank you so much for writing it.</p></li>" for i in range(3))
+    html = (f"<html><head><title>Why the harbour study matters | The Daily</title></head><body>{NAV}"
+            f"<div class='a1'><h1>Why the harbour study matters</h1>{paragraphs(4)}"
+            f"<div class='a2'><h3>3 thoughts on “Why the harbour study matters”</h3><ol>{replies}</ol></div>"
+            "</div></body></html>")
+    text = native(html)
+    assert "Paragraph 3." in text
+    assert "thoughts on" not in text and "Reader 1" not in text
