@@ -572,10 +572,10 @@ def _more_heading(el) -> bool:
     return bool(_MORE_HEADING.match(" ".join(el.text_content().split())))
 
 
-def _text_before(node, top, m: Measures) -> bool:
-    """Running text precedes `node` inside `top`."""
+def _text_before(node, top, m: Measures, after: bool = False) -> bool:
+    """Running text precedes `node` inside `top` (`after`: follows it)."""
     while node is not top and node is not None:
-        if any(m.v.get(sib, _NOTHING)[5] for sib in node.itersiblings(preceding=True)):
+        if any(m.v.get(sib, _NOTHING)[5] for sib in node.itersiblings(preceding=not after)):
             return True
         node = node.getparent()
     return False
@@ -631,6 +631,48 @@ def _cut_teasers(chosen: list, m: Measures, title: str | None = None) -> None:
 
 
 _HEAD_SHORT, _HEAD_SHARE = 50, 0.1
+_TEASER_RUN, _TEASER_MAX, _HEADLINE = 3, 600, 15
+
+
+def _teaser(node, m: Measures) -> bool:
+    """A short block with a link of a headline's length: another page's teaser (its title, and
+    maybe its section, summary and date)."""
+    found = m.v.get(node)
+    if found is None or not 0 < found[0] <= _TEASER_MAX or found[6] in ("p", "pre", "tr", "td", "blockquote") or \
+            found[6] in _HEADINGS:
+        return False
+    return any(m.total(a) >= _HEADLINE for a in node.iter("a"))  # the teaser's title
+
+
+def _cut_teaser_runs(chosen: list, m: Measures) -> None:
+    """After the article's last running text, a run of sibling blocks of one kind (same tag and
+    class) each led by a headline link: a list of other pages' teasers. The summaries are running
+    text, so the selection can hold them; without a name or heading to tell, their shape does."""
+    for el in chosen:
+        runs = []
+        for parent in el.iter():
+            if len(parent) < _TEASER_RUN:
+                continue
+            run, key = [], None
+            for kid in parent:
+                k = (kid.tag, kid.get("class"))
+                if k != key:
+                    if len(run) >= _TEASER_RUN:
+                        runs.append(run)
+                    run, key = [], k
+                if _teaser(kid, m):
+                    run.append(kid)
+                else:
+                    run, key = [], None
+            if len(run) >= _TEASER_RUN:
+                runs.append(run)
+        for run in runs:
+            if run[0].getparent() is None or not _text_before(run[0], el, m) or _text_before(run[-1], el, m, after=True):
+                continue
+            for node in run:
+                _remove(node)
+
+
 _BODY_START = 150  # own paragraph characters of the first block of running text
 
 
@@ -723,6 +765,7 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
     chosen = [body] if keep_all else _selection(body, m, _score_candidates(m, _in_small_forms(body, m)))
     body_chars = sum(m.total(el) for el in chosen) or 1
     if not keep_all:
+        _cut_teaser_runs(chosen, m)
         _cut_teasers(chosen, m, title)  # before pruning, which drops the short heading alone ("Related")
     for el in chosen:
         _prune(el, m, body_chars, keep_all)

@@ -389,3 +389,25 @@ def test_replies_under_a_heading_that_names_the_article_are_cut():
     text = native(html)
     assert "Paragraph 3." in text
     assert "thoughts on" not in text and "Reader 1" not in text
+
+
+def test_a_run_of_teasers_after_the_article_is_cut_by_its_shape():
+    # Names hashed, no "Related" heading: after the article's last paragraph, sibling blocks of one
+    # kind, each a headline link with its summary, are other pages' teasers.
+    teasers = "".join(f"<div class='c9f2'><a href='/story-{i}'>Council approves the new ferry timetable {i}</a>"
+                      f"<p>Summary {i}: the ferry will run every hour from May, and the fares will stay the same for "
+                      f"residents, the council said on Monday.</p></div>" for i in range(4))
+    html = f"<html><body>{NAV}<div class='a81b'><h1>Budget</h1>{paragraphs(5)}{teasers}</div></body></html>"
+    text = native(html)
+    assert "Paragraph 4." in text
+    assert "ferry" not in text
+
+
+def test_a_list_of_links_inside_the_article_stays():
+    # The same shape with running text after it is part of the article (a list of sources).
+    sources = "".join(f"<li><a href='/report-{i}'>The harbour report, volume {i}</a> (published by the port authority, with the maps of the old quay)</li>"
+                      for i in range(4))
+    html = (f"<html><body>{NAV}<div class='a81b'>{paragraphs(3)}<ul>{sources}</ul>"
+            f"<p>Closing. {SENT}</p></div></body></html>")
+    text = native(html)
+    assert "volume 3" in text and "Closing." in text
