@@ -646,7 +646,7 @@ def _teaser(node, m: Measures) -> bool:
 
 def _cut_teaser_runs(chosen: list, m: Measures) -> None:
     """After the article's last running text, a run of sibling blocks of one kind (same tag and
-    class) each led by a headline link: a list of other pages' teasers. The summaries are running
+    class), each a `_teaser`: a list of other pages' teasers. The summaries are running
     text, so the selection can hold them; without a name or heading to tell, their shape does."""
     for el in chosen:
         runs = []
@@ -654,18 +654,14 @@ def _cut_teaser_runs(chosen: list, m: Measures) -> None:
             if len(parent) < _TEASER_RUN:
                 continue
             run, key = [], None
-            for kid in parent:
-                k = (kid.tag, kid.get("class"))
-                if k != key:
+            for kid in (*parent, None):  # None: the end closes the last run
+                k = (kid.tag, kid.get("class")) if kid is not None and _teaser(kid, m) else None
+                if k != key or k is None:
                     if len(run) >= _TEASER_RUN:
                         runs.append(run)
                     run, key = [], k
-                if _teaser(kid, m):
+                if k is not None:
                     run.append(kid)
-                else:
-                    run, key = [], None
-            if len(run) >= _TEASER_RUN:
-                runs.append(run)
         for run in runs:
             if run[0].getparent() is None or not _text_before(run[0], el, m) or _text_before(run[-1], el, m, after=True):
                 continue
