@@ -588,21 +588,24 @@ _QUOTES = str.maketrans("\u2018\u2019\u201c\u201d", "''\"\"")  # a title's typog
 _TITLE_PARTS = re.compile(r"\s+[|\u2013\u2014:\u00b7\u2022-]+\s+")
 
 
-def _headline(title: str | None) -> str | None:
-    """The article's headline in the page's title: its longest part between the separators that add
-    the site's name ("Why X matters | Site")."""
+def _headline(title: str | None) -> tuple[str, str] | None:
+    """The page's title and the article's headline in it: its longest part between the separators
+    that add the site's name ("Why X matters | Site"), both lower case."""
     if not title:
         return None
-    part = max(_TITLE_PARTS.split(" ".join(title.split()).lower().translate(_QUOTES)), key=len)
-    return part if len(part) >= 15 else None
+    title = " ".join(title.split()).lower().translate(_QUOTES)
+    part = max(_TITLE_PARTS.split(title), key=len)
+    return (title, part) if len(part) >= 15 else None
 
 
-def _replies_heading(text: str, headline: str | None) -> bool:
-    """A heading (`text`, spaces collapsed) after the article that names the article, with more
-    words: the heading of its replies ("12 thoughts on “Title”", "3 responses to Title")."""
-    if headline is None or len(text) < len(headline) + 5:
+def _replies_heading(text: str, headline: tuple[str, str] | None) -> bool:
+    """A heading (`text`, spaces collapsed) after the article that names the article with words the
+    title does not have: the heading of its replies ("12 thoughts on “Title”", "3 responses to
+    Title"). A heading that repeats the title, or part of it, is the article's own."""
+    if headline is None or len(text) < len(headline[1]) + 5:
         return False
-    return headline in text.lower().translate(_QUOTES)
+    text = text.lower().translate(_QUOTES)
+    return headline[1] in text and text not in headline[0]
 
 
 def _cut_teasers(chosen: list, m: Measures, title: str | None = None) -> None:
@@ -702,6 +705,31 @@ def _trim_head(chosen: list, m: Measures, body_chars: int) -> None:
             _remove(node)
 
 
+_CAPTION = 300
+_FIGURE_TAGS = frozenset(("div", "figure", "span", "section"))
+
+
+def _drop_captioned_images(chosen: list, m: Measures) -> None:
+    """An image with a short text beside it in a small container of their own: a photo and its
+    caption and credit, not the article's text."""
+    for el in chosen:
+        doomed = []
+        for img in el.iter("img", "picture"):
+            node = img.getparent()
+            while node is not None and node is not el and not m.total(node):
+                node = node.getparent()  # up to the first container with text
+            if node is None or node is el or node in chosen or node.tag not in _FIGURE_TAGS or \
+                    m.total(node) > _CAPTION or m.v[node][1] or node is img.getparent() and m.v[node][2] or \
+                    next(node.iter("pre", "math", "table"), None) is not None:
+                continue
+            text = node.text_content()
+            if "$" not in text and "\\" not in text:  # a formula beside a figure is the text's
+                doomed.append(node)
+        for node in doomed:
+            if node.getparent() is not None:
+                _remove(node)
+
+
 def _drop_headline(chosen: list, title: str) -> None:
     """The page's headline is its title (`meta.title`), not part of the text: the first heading of
     the selection goes when the title holds it (a title adds the site's name), and so does any later
@@ -767,6 +795,7 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
         _prune(el, m, body_chars, keep_all)
     if not keep_all:
         _trim_head(chosen, m, body_chars)
+        _drop_captioned_images(chosen, m)
     if title and not keep_all:
         _drop_headline(chosen, title)
     return chosen

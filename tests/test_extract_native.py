@@ -411,3 +411,25 @@ def test_a_list_of_links_inside_the_article_stays():
             f"<p>Closing. {SENT}</p></div></body></html>")
     text = native(html)
     assert "volume 3" in text and "Closing." in text
+
+
+def test_a_photo_and_its_caption_in_a_container_of_their_own_go():
+    # Names hashed: a container that holds an image and a short text without links is a photo with
+    # its caption and credit. An image inline in a line of text (a smiley in a post) is the text's.
+    photo = ("<div class='f3a1'><img src='/harbour.jpg'><div class='f3a2'><span>The old quay at dawn on Monday, "
+             "where the ferry will dock.</span> <span>Photo: J. Smith, AP</span></div></div>")
+    inline = f"<div class='q7'>Inline line with a smiley <img src='/smile.gif'> kept in place, thank you all.</div>"
+    html = (f"<html><body>{NAV}<div class='a81b'>{paragraphs(3)}{photo}{inline}{paragraphs(2)}</div>"
+            "</body></html>")
+    text = native(html)
+    assert "Paragraph 2." in text and "Inline line with a smiley" in text
+    assert "old quay" not in text and "J. Smith" not in text
+
+
+def test_a_heading_that_repeats_the_whole_title_opens_no_replies():
+    # A title of several parts ("Upvote · Name · Author"), repeated as a heading in the body: the
+    # heading holds the title's longest part with more words, but all of them are the title's.
+    title = "Upvote · Walton Teltru, a critical thinker · Author has 1"
+    html = (f"<html><head><title>{title} | Example</title></head><body><div class='a81b'>"
+            f"<h1>{title}</h1>{paragraphs(3)}<h2>{title}</h2><p>After the heading. {SENT}</p></div></body></html>")
+    assert "After the heading." in native(html)
