@@ -649,27 +649,31 @@ def _teaser(node, m: Measures) -> bool:
 
 def _cut_teaser_runs(chosen: list, m: Measures) -> None:
     """After the article's last running text, a run of sibling blocks of one kind (same tag and
-    class), each a `_teaser`: a list of other pages' teasers. The summaries are running
-    text, so the selection can hold them; without a name or heading to tell, their shape does."""
+    class), each a `_teaser`: a list of other pages' teasers. The summaries are running text, so the
+    selection can hold them; without a name or heading to tell, their shape does. Only the path to
+    the last running text is looked at: a run with running text after it is the article's."""
     for el in chosen:
-        runs = []
-        for parent in el.iter():
-            if len(parent) < _TEASER_RUN:
-                continue
-            run, key = [], None
-            for kid in (*parent, None):  # None: the end closes the last run
-                k = (kid.tag, kid.get("class")) if kid is not None and _teaser(kid, m) else None
-                if k != key or k is None:
-                    if len(run) >= _TEASER_RUN:
-                        runs.append(run)
-                    run, key = [], k
-                if k is not None:
-                    run.append(kid)
-        for run in runs:
-            if run[0].getparent() is None or not _text_before(run[0], el, m) or _text_before(run[-1], el, m, after=True):
-                continue
-            for node in run:
-                _remove(node)
+        node = el
+        while node is not None:
+            kids = list(node)
+            last = -1  # the last child that holds running text
+            for i, kid in enumerate(kids):
+                if m.v.get(kid, _NOTHING)[5]:
+                    last = i
+            if len(kids) >= _TEASER_RUN and m.v.get(node, _NOTHING)[1] >= _TEASER_RUN * _HEADLINE:
+                run, key = [], None
+                for i, kid in enumerate((*kids, None)):  # None: the end closes the last run
+                    k = (kid.tag, kid.get("class")) if kid is not None and _teaser(kid, m) else None
+                    if k != key or k is None:
+                        if len(run) >= _TEASER_RUN and i - 1 >= last and _text_before(run[0], el, m):
+                            for teaser in run:
+                                _remove(teaser)
+                            if kids[last] in run:
+                                last = -1
+                        run, key = [], k
+                    if k is not None:
+                        run.append(kid)
+            node = kids[last] if last >= 0 else None
 
 
 _BODY_START = 150  # own paragraph characters of the first block of running text
