@@ -459,7 +459,8 @@ def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
 
 # schema.org properties that mark an article's metadata, not its text: headline, byline, dates, dek.
 _META_PROPS = frozenset(("headline", "alternativeHeadline", "author", "creator", "datePublished", "dateModified",
-                         "dateCreated", "publisher", "description"))
+                         "dateCreated", "publisher", "description", "image", "thumbnailUrl", "contentUrl", "keywords",
+                         "mainEntityOfPage", "width", "height", "logo"))
 
 
 def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: _Groups, thread: bool = False,
@@ -468,7 +469,8 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
     if found is None:
         return False
     total = found[0]
-    if node.get("itemprop") in _META_PROPS and total < 0.3 * body_chars:
+    prop = node.get("itemprop")
+    if prop and (prop in _META_PROPS or prop == "url" and node.tag != "a") and total < 0.3 * body_chars:
         return True
     weight = class_weight(node)
     if weight < 0 and total < 0.3 * body_chars and not named_against and \

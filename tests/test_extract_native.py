@@ -433,3 +433,17 @@ def test_a_heading_that_repeats_the_whole_title_opens_no_replies():
     html = (f"<html><head><title>{title} | Example</title></head><body><div class='a81b'>"
             f"<h1>{title}</h1>{paragraphs(3)}<h2>{title}</h2><p>After the heading. {SENT}</p></div></body></html>")
     assert "After the heading." in native(html)
+
+
+def test_schema_org_image_and_keyword_properties_are_metadata():
+    # Microdata a page prints for machines (an ImageObject's url and size, the keywords): no text.
+    meta = ("<div itemprop='image' itemscope itemtype='http://schema.org/ImageObject'>"
+            "<div itemprop='url'>https://example.com/img/harbour-study-500-250.jpg</div>"
+            "<div itemprop='width'>500</div><div itemprop='height'>250</div></div>"
+            "<div itemprop='keywords'>harbour,budget,ferry timetable,council</div>")
+    html = (f"<html><body>{NAV}<div class='a81b'>{paragraphs(2)}{meta}{paragraphs(2)}"
+            "<p>Read <a itemprop='url' href='/report'>the harbour report</a> for the details of the study.</p>"
+            "</div></body></html>")
+    text = native(html)
+    assert "Paragraph 1." in text and "the harbour report" in text
+    assert "500-250" not in text and "ferry timetable" not in text
