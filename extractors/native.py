@@ -26,9 +26,14 @@ and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
    small share of the text (not inside a selection itself so named, and not when blocks of the same
    class together hold much of it: a thread of `comment` blocks), link lists, headings that are
    links, blocks of images or form controls, an article's own `<header>` and its schema.org metadata
-   (`itemprop` headline, author, dates, description), and short lines without a sentence's end
-   above the first paragraph (kicker, byline, reading time). Code blocks and formulas are never
-   pruned for their links or size.
+   (`itemprop` headline, author, dates, description, image, keywords), and short lines without a
+   sentence's end above the first paragraph (kicker, byline, reading time). Code blocks and formulas
+   are never pruned for their links or size.
+5. Evidence from the page's shape, not its names (names learned from some sites do not carry to
+   others): after the article's last running text, a run of sibling blocks of one kind each with a
+   headline link goes (teasers); a heading that names the article with more words than its title
+   goes with what follows it (the replies); an image with a short text beside it in a container
+   of their own goes (a photo and its caption).
 
 Repeated blocks across a site's pages are not used: the stage sees one page at a time.
 """
