@@ -33,7 +33,8 @@ and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
    others): after the article's last running text, a run of sibling blocks of one kind each with a
    headline link goes (teasers); a heading that names the article with more words than its title
    goes with what follows it (the replies); an image with a short text beside it in a container
-   of their own goes (a photo and its caption).
+   of their own goes (a photo and its caption); the article starts at its headline (the first
+   `<h1>` that the title holds), so what the selection holds before it goes.
 
 Repeated blocks across a site's pages are not used: the stage sees one page at a time.
 """
@@ -741,6 +742,31 @@ def _drop_captioned_images(chosen: list, m: Measures) -> None:
                 _remove(node)
 
 
+def _cut_before_headline(chosen: list, m: Measures, title: str, body_chars: int) -> None:
+    """The article starts at its headline: what the selection holds before the first <h1> that the
+    title holds (a section label, a breadcrumb trail, another story's teaser) goes, when it is a
+    small share of the text."""
+    key = " ".join(title.split()).lower()
+    for el in chosen:
+        h = next(el.iter("h1"), None)
+        if h is None:
+            return
+        text = " ".join(h.text_content().split()).lower()
+        if len(text) < 10 or text not in key:
+            return
+        before = []
+        node = h
+        while node is not el:
+            before.extend(node.itersiblings(preceding=True))
+            node = node.getparent()
+        if sum(m.total(b) for b in before) > 0.3 * body_chars or any(
+                next(b.iter("pre", "math", "table"), None) is not None for b in before):
+            return
+        for b in before:
+            _remove(b)
+        return
+
+
 def _drop_headline(chosen: list, title: str) -> None:
     """The page's headline is its title (`meta.title`), not part of the text: the first heading of
     the selection goes when the title holds it (a title adds the site's name), and so does any later
@@ -808,5 +834,6 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
         _trim_head(chosen, m, body_chars)
         _drop_captioned_images(chosen, m)
     if title and not keep_all:
+        _cut_before_headline(chosen, m, title, body_chars)
         _drop_headline(chosen, title)
     return chosen

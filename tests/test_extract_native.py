@@ -447,3 +447,15 @@ def test_schema_org_image_and_keyword_properties_are_metadata():
     text = native(html)
     assert "Paragraph 1." in text and "the harbour report" in text
     assert "500-250" not in text and "ferry timetable" not in text
+
+
+def test_what_the_selection_holds_before_the_headline_goes():
+    # The article starts at its headline (the first <h1>, held by the page's title): a link and a
+    # date line above it, however long, are not the article's text.
+    above = ("<div class='k1'><p>https://example.com/news/article/Why-the-harbour-study-matters-14847624.php</p>"
+             "<p>Updated 9:41 a.m. CST, Wednesday, November 20, 2019</p></div>")
+    html = (f"<html><head><title>Why the harbour study matters - The Daily</title></head><body>{NAV}"
+            f"<div class='a81b'>{above}<div class='k2'><h1>Why the harbour study matters</h1>{paragraphs(4)}</div>"
+            "</div></body></html>")
+    text = native(html)
+    assert "Paragraph 3." in text and "Why-the-harbour" not in text and "November 20" not in text
