@@ -29,9 +29,15 @@ and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
    small share of the text (not inside a selection itself so named, and not when blocks of the same
    class together hold much of it: a thread of `comment` blocks), link lists, headings that are
    links, blocks of images or form controls, an article's own `<header>` and its schema.org metadata
-   (`itemprop` headline, author, dates, description), and short lines without a sentence's end
-   above the first paragraph (kicker, byline, reading time). Code blocks and formulas are never
-   pruned for their links or size.
+   (`itemprop` headline, author, dates, description, image, keywords), and short lines without a
+   sentence's end above the first paragraph (kicker, byline, reading time). Code blocks and formulas
+   are never pruned for their links or size.
+5. Evidence from the page's shape, not its names (names learned from some sites do not carry to
+   others): after the article's last running text, a run of sibling blocks of one kind each with a
+   headline link goes (teasers); a heading that names the article with more words than its title
+   goes with what follows it (the replies); an image with a short text beside it in a container
+   of their own goes (a photo and its caption); the article starts at its headline (the first
+   `<h1>` that the title holds), so what the selection holds before it goes.
 
 Repeated blocks across a site's pages are not used: the stage sees one page at a time.
 """
@@ -586,7 +592,8 @@ def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
 
 # schema.org properties that mark an article's metadata, not its text: headline, byline, dates, dek.
 _META_PROPS = frozenset(("headline", "alternativeHeadline", "author", "creator", "datePublished", "dateModified",
-                         "dateCreated", "publisher", "description"))
+                         "dateCreated", "publisher", "description", "image", "thumbnailUrl", "contentUrl", "keywords",
+                         "mainEntityOfPage", "width", "height", "logo"))
 
 
 def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups: _Groups, thread: bool = False,
@@ -595,7 +602,8 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
     if found is None:
         return False
     total = found[0]
-    if node.get("itemprop") in _META_PROPS and total < 0.3 * body_chars:
+    prop = node.get("itemprop")
+    if prop and (prop in _META_PROPS or prop == "url" and node.tag != "a") and total < 0.3 * body_chars:
         return True
     weight = class_weight(node)
     if weight < 0 and total < 0.3 * body_chars and not named_against and \
@@ -699,10 +707,10 @@ def _more_heading(el) -> bool:
     return bool(_MORE_HEADING.match(" ".join(el.text_content().split())))
 
 
-def _text_before(node, top, m: Measures) -> bool:
-    """Running text precedes `node` inside `top`."""
+def _text_before(node, top, m: Measures, after: bool = False) -> bool:
+    """Running text precedes `node` inside `top` (`after`: follows it)."""
     while node is not top and node is not None:
-        if any(m.v.get(sib, _NOTHING)[5] for sib in node.itersiblings(preceding=True)):
+        if any(m.v.get(sib, _NOTHING)[5] for sib in node.itersiblings(preceding=not after)):
             return True
         node = node.getparent()
     return False
@@ -711,13 +719,42 @@ def _text_before(node, top, m: Measures) -> bool:
 _NOTHING = (0,) * 7
 
 
-def _cut_teasers(chosen: list, m: Measures) -> None:
-    """After the article, a heading that opens other pages' teasers: it and what follows it in its
-    container go (the teasers' summaries are running text, and lifted the selection to hold them).
-    Not when no running text precedes it: then what follows is the content ("Related work")."""
+_QUOTES = str.maketrans("\u2018\u2019\u201c\u201d", "''\"\"")  # a title's typography varies from its heading's
+_TITLE_PARTS = re.compile(r"\s+[|\u2013\u2014:\u00b7\u2022-]+\s+")
+
+
+def _headline(title: str | None) -> tuple[str, str] | None:
+    """The page's title and the article's headline in it: its longest part between the separators
+    that add the site's name ("Why X matters | Site"), both lower case."""
+    if not title:
+        return None
+    title = " ".join(title.split()).lower().translate(_QUOTES)
+    part = max(_TITLE_PARTS.split(title), key=len)
+    return (title, part) if len(part) >= 15 else None
+
+
+def _replies_heading(text: str, headline: tuple[str, str] | None) -> bool:
+    """A heading (`text`, spaces collapsed) after the article that names the article with words the
+    title does not have: the heading of its replies ("12 thoughts on “Title”", "3 responses to
+    Title"). A heading that repeats the title, or part of it, is the article's own."""
+    if headline is None or len(text) < len(headline[1]) + 5:
+        return False
+    text = text.lower().translate(_QUOTES)
+    return headline[1] in text and text not in headline[0]
+
+
+def _cut_teasers(chosen: list, m: Measures, title: str | None = None) -> None:
+    """After the article, a heading that opens other pages' teasers, or the article's replies (a
+    heading naming the article): it and what follows it in its container go (the teasers' summaries
+    are running text, and lifted the selection to hold them). Not when no running text precedes it:
+    then what follows is the content ("Related work")."""
+    headline = _headline(title)
     for el in chosen:
         for h in list(el.iter("h2", "h3", "h4")):
-            if h.getparent() is None or not _more_heading(h):
+            if h.getparent() is None:
+                continue
+            text = " ".join(h.text_content().split())
+            if not (_MORE_HEADING.match(text) or _replies_heading(text, headline)):
                 continue
             node = h  # the heading's wrapper, when the wrapper holds the heading alone
             while node.getparent() is not el and m.total(node.getparent()) <= m.total(node) + 5:
@@ -732,6 +769,48 @@ def _cut_teasers(chosen: list, m: Measures) -> None:
 
 
 _HEAD_SHORT, _HEAD_SHARE = 50, 0.1
+_TEASER_RUN, _TEASER_MAX, _HEADLINE = 3, 600, 15
+
+
+def _teaser(node, m: Measures) -> bool:
+    """A short block with a link of a headline's length: another page's teaser (its title, and
+    maybe its section, summary and date)."""
+    found = m.v.get(node)
+    if found is None or not 0 < found[0] <= _TEASER_MAX or found[6] in ("p", "pre", "tr", "td", "blockquote") or \
+            found[6] in _HEADINGS:
+        return False
+    return any(m.total(a) >= _HEADLINE for a in node.iter("a"))  # the teaser's title
+
+
+def _cut_teaser_runs(chosen: list, m: Measures) -> None:
+    """After the article's last running text, a run of sibling blocks of one kind (same tag and
+    class), each a `_teaser`: a list of other pages' teasers. The summaries are running text, so the
+    selection can hold them; without a name or heading to tell, their shape does. Only the path to
+    the last running text is looked at: a run with running text after it is the article's."""
+    for el in chosen:
+        node = el
+        while node is not None:
+            kids = list(node)
+            last = -1  # the last child that holds running text
+            for i, kid in enumerate(kids):
+                if m.v.get(kid, _NOTHING)[5]:
+                    last = i
+            if len(kids) >= _TEASER_RUN and m.v.get(node, _NOTHING)[1] >= _TEASER_RUN * _HEADLINE:
+                run, key = [], None
+                for i, kid in enumerate((*kids, None)):  # None: the end closes the last run
+                    k = (kid.tag, kid.get("class")) if kid is not None and _teaser(kid, m) else None
+                    if k != key or k is None:
+                        if len(run) >= _TEASER_RUN and i - 1 >= last and _text_before(run[0], el, m):
+                            for teaser in run:
+                                _remove(teaser)
+                            if kids[last] in run:
+                                last = -1
+                        run, key = [], k
+                    if k is not None:
+                        run.append(kid)
+            node = kids[last] if last >= 0 else None
+
+
 _BODY_START = 150  # own paragraph characters of the first block of running text
 
 
@@ -763,6 +842,56 @@ def _trim_head(chosen: list, m: Measures, body_chars: int) -> None:
     for node in doomed:
         if node.getparent() is not None:
             _remove(node)
+
+
+_CAPTION = 300
+_FIGURE_TAGS = frozenset(("div", "figure", "span", "section"))
+
+
+def _drop_captioned_images(chosen: list, m: Measures) -> None:
+    """An image with a short text beside it in a small container of their own: a photo and its
+    caption and credit, not the article's text."""
+    for el in chosen:
+        doomed = []
+        for img in el.iter("img", "picture"):
+            node = img.getparent()
+            while node is not None and node is not el and not m.total(node):
+                node = node.getparent()  # up to the first container with text
+            if node is None or node is el or node in chosen or node.tag not in _FIGURE_TAGS or \
+                    m.total(node) > _CAPTION or m.v[node][1] or node is img.getparent() and m.v[node][2] or \
+                    next(node.iter("pre", "math", "table"), None) is not None:
+                continue
+            text = node.text_content()
+            if "$" not in text and "\\" not in text:  # a formula beside a figure is the text's
+                doomed.append(node)
+        for node in doomed:
+            if node.getparent() is not None:
+                _remove(node)
+
+
+def _cut_before_headline(chosen: list, m: Measures, title: str, body_chars: int) -> None:
+    """The article starts at its headline: what the selection holds before the first <h1> that the
+    title holds (a section label, a breadcrumb trail, another story's teaser) goes, when it is a
+    small share of the text."""
+    key = " ".join(title.split()).lower()
+    for el in chosen:
+        h = next(el.iter("h1"), None)
+        if h is None:
+            return
+        text = " ".join(h.text_content().split()).lower()
+        if len(text) < 10 or text not in key:
+            return
+        before = []
+        node = h
+        while node is not el:
+            before.extend(node.itersiblings(preceding=True))
+            node = node.getparent()
+        if sum(m.total(b) for b in before) > 0.3 * body_chars or any(
+                next(b.iter("pre", "math", "table"), None) is not None for b in before):
+            return
+        for b in before:
+            _remove(b)
+        return
 
 
 def _drop_headline(chosen: list, title: str) -> None:
@@ -828,11 +957,14 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
         chosen = _selection(body, m, _score_candidates(m, skip), skip, title)
     body_chars = sum(m.total(el) for el in chosen) or 1
     if not keep_all:
-        _cut_teasers(chosen, m)  # before pruning, which drops the short heading alone ("Related")
+        _cut_teaser_runs(chosen, m)
+        _cut_teasers(chosen, m, title)  # before pruning, which drops the short heading alone ("Related")
     for el in chosen:
         _prune(el, m, body_chars, keep_all)
     if not keep_all:
         _trim_head(chosen, m, body_chars)
+        _drop_captioned_images(chosen, m)
     if title and not keep_all:
+        _cut_before_headline(chosen, m, title, body_chars)
         _drop_headline(chosen, title)
     return chosen

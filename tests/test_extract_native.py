@@ -402,3 +402,87 @@ def test_a_list_of_teasers_beside_the_headline_does_not_win_over_a_one_command_p
             text = native(html)
             assert cmd in text and "Run this" in text, (heading, layout[:40])
             assert summary[:10] not in text, (heading, layout[:40])
+
+
+def test_replies_under_a_heading_that_names_the_article_are_cut():
+    # No class names to go by: the replies' heading quotes the article's title with more words
+    # ("3 thoughts on “...”"); it and the replies after it in the article's container go.
+    replies = "".join(f"<li><p>Reader {i} says: I loved this piece, and I will try it at home with my family "
+                      f"tonight, thank you so much for writing it.</p></li>" for i in range(3))
+    html = (f"<html><head><title>Why the harbour study matters | The Daily</title></head><body>{NAV}"
+            f"<div class='a1'><h1>Why the harbour study matters</h1>{paragraphs(4)}"
+            f"<div class='a2'><h3>3 thoughts on “Why the harbour study matters”</h3><ol>{replies}</ol></div>"
+            "</div></body></html>")
+    text = native(html)
+    assert "Paragraph 3." in text
+    assert "thoughts on" not in text and "Reader 1" not in text
+
+
+def test_a_run_of_teasers_after_the_article_is_cut_by_its_shape():
+    # Names hashed, no "Related" heading: after the article's last paragraph, sibling blocks of one
+    # kind, each a headline link with its summary, are other pages' teasers.
+    teasers = "".join(f"<div class='c9f2'><a href='/story-{i}'>Council approves the new ferry timetable {i}</a>"
+                      f"<p>Summary {i}: the ferry will run every hour from May, and the fares will stay the same for "
+                      f"residents, the council said on Monday.</p></div>" for i in range(4))
+    html = f"<html><body>{NAV}<div class='a81b'><h1>Budget</h1>{paragraphs(5)}{teasers}</div></body></html>"
+    text = native(html)
+    assert "Paragraph 4." in text
+    assert "ferry" not in text
+
+
+def test_a_list_of_links_inside_the_article_stays():
+    # The same shape with running text after it is part of the article (a list of sources).
+    sources = "".join(f"<li><a href='/report-{i}'>The harbour report, volume {i}</a> (published by the port authority, with the maps of the old quay)</li>"
+                      for i in range(4))
+    html = (f"<html><body>{NAV}<div class='a81b'>{paragraphs(3)}<ul>{sources}</ul>"
+            f"<p>Closing. {SENT}</p></div></body></html>")
+    text = native(html)
+    assert "volume 3" in text and "Closing." in text
+
+
+def test_a_photo_and_its_caption_in_a_container_of_their_own_go():
+    # Names hashed: a container that holds an image and a short text without links is a photo with
+    # its caption and credit. An image inline in a line of text (a smiley in a post) is the text's.
+    photo = ("<div class='f3a1'><img src='/harbour.jpg'><div class='f3a2'><span>The old quay at dawn on Monday, "
+             "where the ferry will dock.</span> <span>Photo: J. Smith, AP</span></div></div>")
+    inline = f"<div class='q7'>Inline line with a smiley <img src='/smile.gif'> kept in place, thank you all.</div>"
+    html = (f"<html><body>{NAV}<div class='a81b'>{paragraphs(3)}{photo}{inline}{paragraphs(2)}</div>"
+            "</body></html>")
+    text = native(html)
+    assert "Paragraph 2." in text and "Inline line with a smiley" in text
+    assert "old quay" not in text and "J. Smith" not in text
+
+
+def test_a_heading_that_repeats_the_whole_title_opens_no_replies():
+    # A title of several parts ("Upvote · Name · Author"), repeated as a heading in the body: the
+    # heading holds the title's longest part with more words, but all of them are the title's.
+    title = "Upvote · Walton Teltru, a critical thinker · Author has 1"
+    html = (f"<html><head><title>{title} | Example</title></head><body><div class='a81b'>"
+            f"<h1>{title}</h1>{paragraphs(3)}<h2>{title}</h2><p>After the heading. {SENT}</p></div></body></html>")
+    assert "After the heading." in native(html)
+
+
+def test_schema_org_image_and_keyword_properties_are_metadata():
+    # Microdata a page prints for machines (an ImageObject's url and size, the keywords): no text.
+    meta = ("<div itemprop='image' itemscope itemtype='http://schema.org/ImageObject'>"
+            "<div itemprop='url'>https://example.com/img/harbour-study-500-250.jpg</div>"
+            "<div itemprop='width'>500</div><div itemprop='height'>250</div></div>"
+            "<div itemprop='keywords'>harbour,budget,ferry timetable,council</div>")
+    html = (f"<html><body>{NAV}<div class='a81b'>{paragraphs(2)}{meta}{paragraphs(2)}"
+            "<p>Read <a itemprop='url' href='/report'>the harbour report</a> for the details of the study.</p>"
+            "</div></body></html>")
+    text = native(html)
+    assert "Paragraph 1." in text and "the harbour report" in text
+    assert "500-250" not in text and "ferry timetable" not in text
+
+
+def test_what_the_selection_holds_before_the_headline_goes():
+    # The article starts at its headline (the first <h1>, held by the page's title): a link and a
+    # date line above it, however long, are not the article's text.
+    above = ("<div class='k1'><p>https://example.com/news/article/Why-the-harbour-study-matters-14847624.php</p>"
+             "<p>Updated 9:41 a.m. CST, Wednesday, November 20, 2019</p></div>")
+    html = (f"<html><head><title>Why the harbour study matters - The Daily</title></head><body>{NAV}"
+            f"<div class='a81b'>{above}<div class='k2'><h1>Why the harbour study matters</h1>{paragraphs(4)}</div>"
+            "</div></body></html>")
+    text = native(html)
+    assert "Paragraph 3." in text and "Why-the-harbour" not in text and "November 20" not in text
