@@ -407,7 +407,7 @@ def _teaser_list(top, m: Measures):
     return None
 
 
-def _headline(root, title: str | None, teasers):
+def _headline_element(root, title: str | None, teasers):
     """The page's headline: its first h1 whose text the page's title holds, else h2, else h3; not
     one inside the list of teasers (the page itself among its popular posts)."""
     if not title:
@@ -429,7 +429,7 @@ def _past_teasers(root, top, teasers, m: Measures, skip, title, scores: dict, ex
     beside a sidebar of long summaries). Again while that is another list of teasers (a second
     widget). Returns the chosen element and the scores it was chosen by; the lists passed over are
     added to `excluded`."""
-    head = _headline(root, title, teasers)
+    head = _headline_element(root, title, teasers)
     if head is None:
         return top, scores
     above = set(head.iterancestors())
@@ -723,7 +723,7 @@ _QUOTES = str.maketrans("\u2018\u2019\u201c\u201d", "''\"\"")  # a title's typog
 _TITLE_PARTS = re.compile(r"\s+[|\u2013\u2014:\u00b7\u2022-]+\s+")
 
 
-def _headline(title: str | None) -> tuple[str, str] | None:
+def _title_headline(title: str | None) -> tuple[str, str] | None:
     """The page's title and the article's headline in it: its longest part between the separators
     that add the site's name ("Why X matters | Site"), both lower case."""
     if not title:
@@ -748,7 +748,7 @@ def _cut_teasers(chosen: list, m: Measures, title: str | None = None) -> None:
     heading naming the article): it and what follows it in its container go (the teasers' summaries
     are running text, and lifted the selection to hold them). Not when no running text precedes it:
     then what follows is the content ("Related work")."""
-    headline = _headline(title)
+    headline = _title_headline(title)
     for el in chosen:
         for h in list(el.iter("h2", "h3", "h4")):
             if h.getparent() is None:
