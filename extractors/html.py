@@ -106,7 +106,10 @@ def _parse(html: str, utf8: bytes | None = None):
             element=lxml_html.HtmlElement, comment=lxml_html.HtmlComment, pi=lxml_html.HtmlProcessingInstruction,
             entity=lxml_html.HtmlEntity))
     source = utf8
-    if "\x00" in html:
+    # NUL looked for in the bytes when there are some (U+0000 is the only character with a 0 byte in
+    # UTF-8): memchr, where a string of wide characters is scanned 18x slower (24 ms over the 181 AEB
+    # pages, 1.4 ms in their bytes).
+    if (b"\x00" in source) if source is not None else ("\x00" in html):
         html, source = html.replace("\x00", ""), None
     head = html[:200]
     if "/" in head and _DOCTYPE_SLASH.match(head):
@@ -144,7 +147,7 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
             el.drop_tree()  # keeps the tail: the text after a hidden anchor is content
     # Dropped before the code blocks are saved: a <script> (highlighter loaders) or a "Copy" <button>
     # inside a <pre> is no code, and the saved copy must match what the extractor keeps of the block.
-    if next(tree.iter("pre", "code", "textarea"), None) is not None or "-code" in html:
+    if next(tree.iter("pre", "code", "textarea"), None) is not None or _code_named(html, utf8):
         normalize_code(tree, gutters)  # before the drop: a <textarea> can be a code listing
     post_quotes = []
     for quote in tree.iter("blockquote"):
@@ -171,6 +174,24 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
     posts = thread_posts(tree, found)  # forum/Q&A candidates; whether the page is a thread is decided later
     _loose_text_paragraphs(posts)
     return _main_region(tree, bodies), n_math, code_blocks, title, posts
+
+
+try:  # the formula gate's library (math.py): its SIMD search, not str's, over a page of wide characters
+    import ahocorasick_rs
+
+    _CODE_SEARCH = ahocorasick_rs.BytesAhoCorasick(
+        [b"-code"], matchkind=ahocorasick_rs.MatchKind.LeftmostLongest).find_matches_as_indexes
+except ImportError:
+    _CODE_SEARCH = None
+
+
+def _code_named(html: str, utf8: bytes | None) -> bool:
+    """"-code" in the page (a `wp-block-code` box, a `highlight-code` table), searched in the bytes when
+    there are some: 1.8 ms over the 181 AEB pages, against 29 ms for `in` on their strings of wide
+    characters (about 4% of native's time there: most of them have no <pre>, <code> or <textarea>)."""
+    if utf8 is not None and _CODE_SEARCH is not None:
+        return bool(_CODE_SEARCH(utf8))
+    return "-code" in html
 
 
 def _scan(tree, native: bool = False) -> tuple[list, tuple[list, list], list, list]:

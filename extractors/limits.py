@@ -24,6 +24,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 import traceback
 from collections import deque
@@ -68,13 +69,21 @@ def _address_space() -> int:
 
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_LINUX = sys.platform.startswith("linux")
 
 
-def _cpu_seconds(pid: int | str = "self") -> float | None:
-    """User + system CPU seconds of a process (all its threads) from /proc; None where there is no
-    /proc (the limit then falls back to the wall clock). Parent and child read the same counter."""
+def _cpu_seconds(pid: int | None = None) -> float | None:
+    """User + system CPU seconds of a process (all its threads; `pid` None: this one), or None where
+    they cannot be read (the limit then falls back to the wall clock). Parent and child read the same
+    clock: on Linux the process's CPU clock, whose id clock_getcpuclockid(3) computes from the pid as
+    below (0.7 us a reading; /proc/PID/stat took 14 us, three times a page); elsewhere /proc."""
+    if _LINUX:
+        try:
+            return time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID if pid is None else (~pid << 3) | 2)
+        except OSError:  # a process already reaped
+            return None
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
+        with open(f"/proc/{pid or 'self'}/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14 and 15 of stat)
     except (OSError, IndexError, ValueError):
@@ -110,6 +119,13 @@ def _child(conn, fn: Callable[[Any], Any], memory_mb: int | None) -> None:
     # nor outlive a parent that was killed.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
+    # What the fork inherited (modules, the parent's stage: about 60,000 objects) lives as long as the
+    # child. Frozen, the cyclic collector no longer walks it: collections took 42 ms of the child's CPU
+    # over the benchmark's 591 held-out pages, 8 ms frozen, and 3,500 fewer pages were copied after the
+    # fork (a collection writes to every object it walks).
+    import gc
+
+    gc.freeze()
     # A reader thread drains the pipe while the main thread extracts: the parent's send of a queued
     # item never waits on the extraction, so neither side can block the other on a full pipe.
     import queue

@@ -85,9 +85,10 @@ class Measures:
     """Per element, one tuple `v[el]`: (all text chars, chars inside links, own paragraph chars,
     their chars inside links, commas, running-text chars, tag). One tuple and one dict lookup per
     child: the pass is the selector's largest part. The dict holds the element proxies alive.
-    `v` is in reverse page order (every descendant before its ancestors)."""
+    `v` is in reverse page order (every descendant before its ancestors). `w`: each element's
+    `class_weight` once read (pruning asks again for most of the elements the selection asked for)."""
 
-    __slots__ = ("v", "cjk")
+    __slots__ = ("v", "cjk", "w")
 
     def __init__(self, root, cjk: bool = False):
         order = list(root.iter("*"))  # elements only (no comment or processing instruction), in C
@@ -97,6 +98,7 @@ class Measures:
         self.cjk = cjk
         w, comma = (3, "\uff0c") if cjk else (1, ",")
         self.v = v = {}
+        self.w = {}
         for el in reversed(order):  # every descendant comes before its ancestors
             tag = el.tag
             text = el.text
@@ -143,6 +145,12 @@ class Measures:
     def density(self, el) -> float:
         t, links = self.v[el][:2]
         return links / t if t else 0.0
+
+    def weight(self, el) -> float:
+        found = self.w.get(el)
+        if found is None:
+            found = self.w[el] = class_weight(el)
+        return found
 
 
 _WEIGHTS: dict[str, float] = {}  # class and id string → weight: pages repeat a few strings many times
@@ -206,7 +214,7 @@ def _score_candidates(m: Measures, skip: set = frozenset()) -> dict:
             scores[el] = scores.get(el, 0.0) + score
     # Class and id evidence scales what the text earned: a tiny element named `content` must not
     # beat the article, and a big one named `comments` can still win a page that is all comments.
-    return {el: (s + _TAG_SCORE.get(el.tag, 0.0)) * (1.0 - m.density(el)) * (1.0 + class_weight(el) / (2 * _CLASS_WEIGHT))
+    return {el: (s + _TAG_SCORE.get(el.tag, 0.0)) * (1.0 - m.density(el)) * (1.0 + m.weight(el) / (2 * _CLASS_WEIGHT))
             for el, s in scores.items()}
 
 
@@ -291,7 +299,7 @@ def _gain_of(top, best, m: Measures) -> int:
             if sib is node or not isinstance(sib.tag, str):
                 continue
             g = m.good(sib)
-            if g and (class_weight(sib) >= 0 or sib.get("class") == same or _named_like(sib, node)):
+            if g and (m.weight(sib) >= 0 or sib.get("class") == same or _named_like(sib, node)):
                 gain += g
         node = parent
     return gain
@@ -333,13 +341,13 @@ def _selection(root, m: Measures, scores: dict, skip: set = frozenset(), title: 
             continue  # a list of teasers passed over
         s = scores.get(sib)
         like = _named_like(sib, top)
-        if s is not None and s + (_CLASS_WEIGHT * 0.2 if like else 0) >= threshold and (like or class_weight(sib) >= 0):
+        if s is not None and s + (_CLASS_WEIGHT * 0.2 if like else 0) >= threshold and (like or m.weight(sib) >= 0):
             chosen.append(sib)
-        elif sib.tag in ("p", "pre", "blockquote", "ul", "ol", "table", "h2", "h3", "h4") and class_weight(sib) >= 0:
+        elif sib.tag in ("p", "pre", "blockquote", "ul", "ol", "table", "h2", "h3", "h4") and m.weight(sib) >= 0:
             own, d = m.total(sib), m.density(sib)
             if sib.tag == "pre" or (own > 80 and d < 0.25) or (0 < own <= 80 and d == 0 and _sentence(sib)):
                 chosen.append(sib)
-        elif after and _continues(sib, m) and (like or class_weight(sib) >= 0):
+        elif after and _continues(sib, m) and (like or m.weight(sib) >= 0):
             chosen.append(sib)
     return chosen
 
@@ -578,7 +586,7 @@ def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
         else _EMPTY
     # Inside a selection that is itself named as boilerplate (a thread of `comment` blocks), names
     # against are no evidence: the page's content lives in such markup.
-    named_against = any(class_weight(a) < 0 for a in (el, *el.iterancestors()))
+    named_against = any(m.weight(a) < 0 for a in (el, *el.iterancestors()))
     groups = _Groups(el)
     stack = [k for k in reversed(el) if isinstance(k.tag, str)]
     while stack:  # depth first in page order; a dropped block's descendants are not looked at
@@ -605,7 +613,7 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
     prop = node.get("itemprop")
     if prop and (prop in _META_PROPS or prop == "url" and node.tag != "a") and total < 0.3 * body_chars:
         return True
-    weight = class_weight(node)
+    weight = m.weight(node)
     if weight < 0 and total < 0.3 * body_chars and not named_against and \
             _group_chars(node, m, groups) < 0.3 * body_chars and not _holds_quote(node, m, total):
         return True
@@ -684,7 +692,7 @@ def _named_chars(node, m: Measures, groups: _Groups) -> int:
         named = groups.named = {}
         for el in groups.selection.iter("*"):
             cls = el.get("class")
-            if cls and class_weight(el) < 0:
+            if cls and m.weight(el) < 0:
                 k = (el.tag, cls)
                 named[k] = named.get(k, 0) + m.total(el)
     return named.get((node.tag, node.get("class")), 0)
