@@ -358,7 +358,8 @@ _TEASER_TITLE = 20  # characters of a linked title (a CJK character counts three
 
 def _teaser_item(item, m: Measures) -> bool:
     """A title linked to another page and a summary: text outside links of a paragraph's length but
-    no more than two long paragraphs (a post, a reply or an article says more)."""
+    no more than two long paragraphs (a post, a reply or an article says more). Stricter than
+    `_teaser`, which prunes after the body: here a list with summaries is kept from winning."""
     found = m.v.get(item)
     if found is None or found[6] not in _TEASER_ITEMS:
         return False
@@ -782,7 +783,8 @@ _TEASER_RUN, _TEASER_MAX, _HEADLINE = 3, 600, 15
 
 def _teaser(node, m: Measures) -> bool:
     """A short block with a link of a headline's length: another page's teaser (its title, and
-    maybe its section, summary and date)."""
+    maybe its section, summary and date). Looser than `_teaser_item` (no summary needed): it only
+    prunes runs after the article's last running text."""
     found = m.v.get(node)
     if found is None or not 0 < found[0] <= _TEASER_MAX or found[6] in ("p", "pre", "tr", "td", "blockquote") or \
             found[6] in _HEADINGS:
