@@ -241,7 +241,8 @@ def guard_file(read_file: Callable[..., Iterator[pa.Table]]) -> Callable[..., It
         name = self.name_of(path)  # the file as rows name it (the same on local disk or a store)
         where = f"{name}[{byte_range[0]}:{byte_range[1]}]" if byte_range else name
         with buf.guard(where, "corrupt_file"):
-            target = None if getattr(self.params, "follow_symlinks", True) else link_outside(path, self.params.paths)
+            target = None if getattr(self.params, "follow_symlinks", True) else \
+                link_outside(path, self.params.paths, self.__dict__.setdefault("_link_memo", {}))
             if target is not None:
                 if byte_range and byte_range[0] > 0:  # one reject per file, from its first range
                     return
