@@ -54,29 +54,44 @@ def expand_paths(patterns: Iterable[str] | str) -> list[str]:
     return sorted(f if "://" in f else os.path.abspath(f) for f in found)
 
 
-def link_outside(path: str, patterns: Iterable[str]) -> str | None:
+def link_outside(path: str, patterns: Iterable[str], memo: dict | None = None) -> str | None:
     """Where `path` really is, when a symbolic link takes it out of the folder that the pattern which
     found it walks (a directory, or a glob's part before its first wildcard); None when it stays
-    inside, or when a pattern names the file itself (the user asked for exactly that file)."""
+    inside, or when a pattern names the file itself (the user asked for exactly that file). `memo`
+    (one per run) keeps each pattern's folder and its real path, found once rather than per file."""
     path = os.path.abspath(path)
-    real = os.path.realpath(path)
+    real = None
     escaped = False
     for pattern in patterns:
-        pattern = os.path.abspath(os.path.expanduser(str(pattern)))
-        if glob.has_magic(pattern):
-            parts = pattern.split(os.sep)
-            base = os.sep.join(parts[:next(i for i, part in enumerate(parts) if glob.has_magic(part))]) or os.sep
-        elif os.path.isdir(pattern):
-            base = pattern
-        elif pattern == path:
-            return None
-        else:
+        spec = memo.get(pattern) if memo is not None else None
+        if spec is None:
+            spec = _pattern_folder(pattern)
+            if memo is not None:
+                memo[pattern] = spec
+        full, base, real_base = spec
+        if base is None:
+            if full == path:
+                return None
             continue
         if _within(path, base):
-            if _within(real, os.path.realpath(base)):
+            real = real or os.path.realpath(path)
+            if _within(real, real_base):
                 return None
             escaped = True
     return real if escaped else None
+
+
+def _pattern_folder(pattern: str) -> tuple[str, str | None, str | None]:
+    """(the pattern made absolute, the folder it walks or None for a file, that folder's real path)."""
+    full = os.path.abspath(os.path.expanduser(str(pattern)))
+    if glob.has_magic(full):
+        parts = full.split(os.sep)
+        base = os.sep.join(parts[:next(i for i, part in enumerate(parts) if glob.has_magic(part))]) or os.sep
+    elif os.path.isdir(full):
+        base = full
+    else:
+        return full, None, None
+    return full, base, os.path.realpath(base)
 
 
 def _within(path: str, folder: str) -> bool:

@@ -71,10 +71,19 @@ def check_paths(stage: Stage, inputs: Sequence[Dataset], out: Path) -> None:
     into or around what it reads."""
     target = storage.resolve(storage.as_path(out))
     sources = [storage.resolve(ds.path) for ds in inputs]
+    files: list[str] = []
     if isinstance(stage, SourceStage):
         sources += [storage.resolve(storage.as_path(p)) for p in stage.params.paths if not glob.has_magic(str(p))]
-        sources += [storage.resolve(storage.as_path(f)) for f in stage.matched_files()]
-    for src in sources:  # each resolved once above: a folder of 100,000 pages is 100,000 realpaths
+        files = stage.matched_files()
+    local_target = not storage.is_remote(target)
+    for f in files:  # a folder of 100,000 pages is 100,000 realpaths: local ones as strings, no Path
+        if local_target and "://" not in f:
+            real, where = os.path.realpath(f), str(target)
+            if real == where or real.startswith(where.rstrip(os.sep) + os.sep) or where.startswith(real + os.sep):
+                sources.append(Path(real))
+        else:
+            sources.append(storage.resolve(storage.as_path(f)))
+    for src in sources:
         if storage.resolved_inside(target, src) or storage.resolved_inside(src, target):
             relation = "is" if str(target) == str(src) else "is inside" if storage.resolved_inside(target, src) else "contains"
             raise OutputRefused(f"output {out} {relation} the input {src}; choose another output path")

@@ -150,6 +150,8 @@ def read_bytes(path) -> bytes:
 
 
 def size(path) -> int:
+    if isinstance(path, str) and "://" not in path:  # a local path (per file, per run): no Path object
+        return os.path.getsize(path)
     path = as_path(path)
     if is_remote(path):
         return int(fs_of(path).size(key(path)))
