@@ -421,11 +421,10 @@ def _headline_element(root, title: str | None, teasers):
     one inside the list of teasers (the page itself among its popular posts)."""
     if not title:
         return None
-    key = " ".join(title.split()).lower()
+    key = _plain(title)
     for tag in ("h1", "h2", "h3"):
         for h in root.iter(tag):
-            text = " ".join(h.text_content().split()).lower()
-            if len(text) >= 10 and text in key and teasers not in h.iterancestors():
+            if _in_title(_plain(h.text_content()), key) and teasers not in h.iterancestors():
                 return h
     return None
 
@@ -883,13 +882,10 @@ def _cut_before_headline(chosen: list, m: Measures, title: str, body_chars: int)
     """The article starts at its headline: what the selection holds before the first <h1> that the
     title holds (a section label, a breadcrumb trail, another story's teaser) goes, when it is a
     small share of the text."""
-    key = " ".join(title.split()).lower()
+    key = _plain(title)
     for el in chosen:
         h = next(el.iter("h1"), None)
-        if h is None:
-            return
-        text = " ".join(h.text_content().split()).lower()
-        if len(text) < 10 or text not in key:
+        if h is None or not _in_title(_plain(h.text_content()), key):
             return
         before = []
         node = h
@@ -904,17 +900,30 @@ def _cut_before_headline(chosen: list, m: Measures, title: str, body_chars: int)
         return
 
 
+_TITLE_HEADING = 10  # characters: a shorter heading ("News", "Home") inside the title names no article
+
+
+def _plain(text: str) -> str:
+    """Spaces collapsed, lower case: a title and a heading compared as a reader sees them."""
+    return " ".join(text.split()).lower()
+
+
+def _in_title(heading: str, title: str) -> bool:
+    """The heading (`_plain`) is the title's or part of it (a title adds the site's name)."""
+    return len(heading) >= _TITLE_HEADING and heading in title
+
+
 def _drop_headline(chosen: list, title: str) -> None:
     """The page's headline is its title (`meta.title`), not part of the text: the first heading of
     the selection goes when the title holds it (a title adds the site's name), and so does any later
     heading that is the whole title (a sticky bar repeating it). The first heading can be a chosen
     element itself (a sibling joined to the body's container)."""
-    key = " ".join(title.split()).lower()
+    key = _plain(title)
     first = True
     for el in list(chosen):
         for h in list(el.iter("h1", "h2")):
-            text = " ".join(h.text_content().split()).lower()
-            if text and len(text) >= 10 and (text in key if first else text == key):
+            text = _plain(h.text_content())
+            if _in_title(text, key) if first else len(text) >= _TITLE_HEADING and text == key:
                 if h is el:
                     if len(chosen) > 1:  # a page that is its headline alone keeps it
                         chosen.remove(el)

@@ -16,6 +16,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
+from .storage import within
+
 # A compressed stream is checked for runaway expansion only past this many output bytes: small files
 # may compress extremely well (a file of one repeated line) without harm.
 EXPANSION_FLOOR = 1 << 20
@@ -73,9 +75,9 @@ def link_outside(path: str, patterns: Iterable[str], memo: dict | None = None) -
             if full == path:
                 return None
             continue
-        if _within(path, base):
+        if within(path, base):
             real = real or os.path.realpath(path)
-            if _within(real, real_base):
+            if within(real, real_base):
                 return None
             escaped = True
     return real if escaped else None
@@ -92,10 +94,6 @@ def _pattern_folder(pattern: str) -> tuple[str, str | None, str | None]:
     else:
         return full, None, None
     return full, base, os.path.realpath(base)
-
-
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def content_digest(path: str | os.PathLike) -> str:

@@ -79,7 +79,7 @@ def check_paths(stage: Stage, inputs: Sequence[Dataset], out: Path) -> None:
     for f in files:  # a folder of 100,000 pages is 100,000 realpaths: local ones as strings, no Path
         if local_target and "://" not in f:
             real, where = os.path.realpath(f), str(target)
-            if real == where or real.startswith(where.rstrip(os.sep) + os.sep) or where.startswith(real + os.sep):
+            if storage.within(real, where) or storage.within(where, real):
                 sources.append(Path(real))
         else:
             sources.append(storage.resolve(storage.as_path(f)))

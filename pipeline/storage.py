@@ -112,6 +112,12 @@ def inside(child, parent) -> bool:
     return resolved_inside(resolve(as_path(child)), resolve(as_path(parent)))
 
 
+def within(path: str, folder: str) -> bool:
+    """`path` is `folder` or inside it, both local absolute path strings already resolved (a check
+    over many files: no Path objects)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def resolved_inside(child, parent) -> bool:
     """`inside` for paths `resolve` gave already (a check over many files resolves each once)."""
     if is_remote(child) != is_remote(parent):
