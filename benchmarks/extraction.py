@@ -467,8 +467,11 @@ def cli_wall_time(folder: Path, rounds: int) -> dict[str, float]:
     # on a shared machine the wall clock also counts other users' load, the CPU time does not.
     cpu: dict[str, list[float]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(rounds):
-            for name in names:
+        for i in range(rounds):
+            # Every other round runs the commands in reverse order, so that neither side always runs
+            # right after the same command (a warm page cache, a CPU's frequency or a neighbour's
+            # burst that follows a heavy command would otherwise land on one side every round).
+            for name in (names if i % 2 == 0 else names[::-1]):
                 out = Path(tmp) / name
                 shutil.rmtree(out, ignore_errors=True)
                 cmd = ([str(assay_bin), "extract", "html", str(folder), str(out), "--workers", "1"]
@@ -493,11 +496,13 @@ def cli_summary(times: dict[str, list[float]], cpu: dict[str, list[float]]) -> d
     med = {k: statistics.median(v) for k, v in times.items()}
     med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     paired = statistics.median(t / a for a, t in zip(times["assay"], times["trafilatura"]))
-    paired_cpu = statistics.median(t / a for a, t in zip(cpu["assay"], cpu["trafilatura"]))
+    round_cpu = [t / a for a, t in zip(cpu["assay"], cpu["trafilatura"])]
+    paired_cpu = statistics.median(round_cpu)
     return {"assay_s": med["assay"], "trafilatura_s": med["trafilatura"],
             "speedup": med["trafilatura"] / med["assay"], "assay_cpu_s": med_cpu["assay"],
             "trafilatura_cpu_s": med_cpu["trafilatura"], "cpu_speedup": med_cpu["trafilatura"] / med_cpu["assay"],
-            "speedup_paired": paired, "cpu_speedup_paired": paired_cpu, "all": times, "all_cpu": cpu}
+            "speedup_paired": paired, "cpu_speedup_paired": paired_cpu,
+            "cpu_speedup_rounds": [min(round_cpu), max(round_cpu)], "all": times, "all_cpu": cpu}
 
 
 def _cli_folder(real: dict[str, tuple[str, str]], generated: Path, dest: Path) -> int:
@@ -539,7 +544,7 @@ def main() -> None:
     ap.add_argument("--split", choices=("dev", "heldout"), default="heldout",
                     help="which half of the generated families and real pages to score (dev: to look at)")
     ap.add_argument("--per-family", type=int, default=12, help="generated pages per family")
-    ap.add_argument("--rounds", type=int, default=3, help="alternated CLI timing rounds (median reported)")
+    ap.add_argument("--rounds", type=int, default=5, help="alternated CLI timing rounds (median reported)")
     ap.add_argument("--no-cli", action="store_true", help="skip the command-line wall-time comparison")
     ap.add_argument("--only", choices=("speed",), help="speed: only the AEB in-process speed and the CLI timing "
                     "(printed, no results file written)")
@@ -669,7 +674,8 @@ def main() -> None:
               f"(load average {cli['load_average'][0]:.1f} on {os.cpu_count()} cores)")
         nat = cli["native"]
         print(f"  native: wall {nat['assay_s']:.1f} s ({nat['speedup_paired']:.2f}x paired), CPU {nat['assay_cpu_s']:.1f} s "
-              f"vs trafilatura {nat['trafilatura_cpu_s']:.1f} s: {nat['cpu_speedup']:.2f}x (paired {nat['cpu_speedup_paired']:.2f}x)")
+              f"vs trafilatura {nat['trafilatura_cpu_s']:.1f} s: {nat['cpu_speedup']:.2f}x (paired {nat['cpu_speedup_paired']:.2f}x, "
+              f"rounds {nat['cpu_speedup_rounds'][0]:.2f}-{nat['cpu_speedup_rounds'][1]:.2f}x)")
 
     results = RESULTS if args.split == "heldout" else RESULTS.with_name("extraction-dev.json")
     results.parent.mkdir(parents=True, exist_ok=True)
@@ -700,7 +706,8 @@ def _speed_only(args, aeb: dict) -> None:
     cli = cli_wall_time(folder, args.rounds)
     nat = cli["native"]
     print(f"CLI {args.split}, {n_pages} pages, one worker (median of {args.rounds}): native CPU {nat['assay_cpu_s']:.2f} s "
-          f"vs trafilatura {nat['trafilatura_cpu_s']:.2f} s: {nat['cpu_speedup']:.2f}x (paired {nat['cpu_speedup_paired']:.2f}x); "
+          f"vs trafilatura {nat['trafilatura_cpu_s']:.2f} s: {nat['cpu_speedup']:.2f}x (paired {nat['cpu_speedup_paired']:.2f}x, "
+          f"rounds {nat['cpu_speedup_rounds'][0]:.2f}-{nat['cpu_speedup_rounds'][1]:.2f}x); "
           f"precise CPU {cli['assay_cpu_s']:.2f} s ({cli['cpu_speedup_paired']:.2f}x paired); "
           f"load average {cli['load_average'][0]:.1f} on {os.cpu_count()} cores")
 
