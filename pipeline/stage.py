@@ -366,7 +366,8 @@ class SourceStage(Stage):
         returns something that does (a commit id, an ETag)."""
         from .identity import file_digest
 
-        return [(f, file_digest(f)) for f in self.matched_files()]
+        folders: dict[str, str] = {}
+        return [(f, file_digest(f, folders)) for f in self.matched_files()]
 
     def tasks(self, inputs: Sequence["Dataset"] = ()) -> list[Task]:
         from . import storage
