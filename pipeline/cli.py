@@ -551,6 +551,21 @@ def _keep_freed_memory() -> None:
     mallopt(m_trim_threshold, 128 << 20)
 
 
+# Families whose commands do no linear algebra in the command's own process (parsing, extraction, I/O).
+_NO_BLAS_FAMILIES = ("extract",)
+
+
+def _one_blas_thread(args: list[str]) -> None:
+    """Every command loads numpy (pyarrow imports it; the writer counts rows with it), and numpy's
+    OpenBLAS starts a thread per core at load that spins for work for about 0.1 s before it sleeps:
+    ~0.05-0.1 CPU-s of nothing, a fifth of `assay extract html`'s start-up on two cores. A command of
+    a family that does no linear algebra (`assay [-v] extract ...`) gets one BLAS thread; a value the
+    user set in OPENBLAS_NUM_THREADS stands, and every other command keeps OpenBLAS's default."""
+    command = next((arg for arg in args if not arg.startswith("-")), None)
+    if command in _NO_BLAS_FAMILIES and "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 _COLLECTOR_PAUSED: list[bool] = []
 
 
@@ -579,6 +594,7 @@ def main(argv: list[str] | None = None) -> None:
         _pause_collector()
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
         _keep_freed_memory()
+        _one_blas_thread(sys.argv[1:])
         _skip_pandas_probe()
     code = run_cli(build_cli(), argv)
     if code:  # a caller embedding the CLI gets None on success, SystemExit otherwise, as before

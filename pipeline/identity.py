@@ -70,8 +70,10 @@ class _HashCache:
                 self._db = None
         return self._db
 
-    def digest(self, path: str) -> str:
-        real = os.path.realpath(path)
+    def digest(self, path: str, folders: dict[str, str] | None = None) -> str:
+        from .storage import real_path
+
+        real = os.path.realpath(path) if folders is None else real_path(path, folders)
         st = os.stat(real)
         key = (real, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
         with self._lock:
@@ -105,13 +107,14 @@ class _HashCache:
 _HASHES = _HashCache()
 
 
-def file_digest(path: str | os.PathLike) -> str:
-    """sha256 of a file's bytes (stat-cached); for an object on a store, its ETag and size."""
+def file_digest(path: str | os.PathLike, folders: dict[str, str] | None = None) -> str:
+    """sha256 of a file's bytes (stat-cached); for an object on a store, its ETag and size. `folders`:
+    real paths of folders, kept by a caller that digests many files (`storage.real_path`)."""
     if "://" in str(path):
         from .storage import remote_digest
 
         return remote_digest(str(path))
-    return _HASHES.digest(str(path))
+    return _HASHES.digest(str(path), folders)
 
 
 def path_digest(value: str | os.PathLike) -> str:

@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
-from .storage import within
+from .storage import real_path, within
 
 # A compressed stream is checked for runaway expansion only past this many output bytes: small files
 # may compress extremely well (a file of one repeated line) without harm.
@@ -60,7 +60,8 @@ def link_outside(path: str, patterns: Iterable[str], memo: dict | None = None) -
     """Where `path` really is, when a symbolic link takes it out of the folder that the pattern which
     found it walks (a directory, or a glob's part before its first wildcard); None when it stays
     inside, or when a pattern names the file itself (the user asked for exactly that file). `memo`
-    (one per run) keeps each pattern's folder and its real path, found once rather than per file."""
+    (one per run) keeps each pattern's folder and its real path, found once rather than per file,
+    and under the key None the real paths of the files' folders (`storage.real_path`)."""
     path = os.path.abspath(path)
     real = None
     escaped = False
@@ -76,7 +77,7 @@ def link_outside(path: str, patterns: Iterable[str], memo: dict | None = None) -
                 return None
             continue
         if within(path, base):
-            real = real or os.path.realpath(path)
+            real = real or (real_path(path, memo.setdefault(None, {})) if memo is not None else os.path.realpath(path))
             if within(real, real_base):
                 return None
             escaped = True

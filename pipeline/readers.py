@@ -117,7 +117,11 @@ def valid_utf8(value: str | None) -> tuple[str | None, int]:
     UTF-8 cannot store; return the string and how many were replaced."""
     if value is None or value.isascii():
         return value, 0
-    return _SURROGATES.subn("\ufffd", value)
+    try:
+        value.encode("utf-8")  # fails only on a surrogate; in C, 4x faster than the search below
+        return value, 0
+    except UnicodeEncodeError:
+        return _SURROGATES.subn("\ufffd", value)
 
 
 # ---- collecting rows -----------------------------------------------------------------------------
@@ -226,6 +230,21 @@ class DocBuffer:
 
 # ---- the per-file guard --------------------------------------------------------------------------
 
+def check_input_file(reader, path: str, first_range: bool = True) -> bool:
+    """Raise the reject of a file `reader` must not read: one a symbolic link takes out of the input
+    folder (unless `follow_symlinks`), or one that is not a regular file. False (nothing raised) for a
+    later byte range of such a link: the file's one reject comes from its first range."""
+    target = None if getattr(reader.params, "follow_symlinks", True) else \
+        link_outside(path, reader.params.paths, reader.__dict__.setdefault("_link_memo", {}))
+    if target is not None:
+        if not first_range:
+            return False
+        raise Reject("symlink_outside", f"{path} links to {target}, outside the input folder "
+                                        "(--follow-symlinks, or follow_symlinks: true, reads it)")
+    check_regular_file(path)
+    return True
+
+
 def guard_file(read_file: Callable[..., Iterator[pa.Table]]) -> Callable[..., Iterator[pa.Table]]:
     """Wrap a `read_file(self, path[, byte_range])` generator so that the file always ends up
     accounted for: a non-regular file or an exception nobody caught becomes a reject for the file
@@ -241,14 +260,8 @@ def guard_file(read_file: Callable[..., Iterator[pa.Table]]) -> Callable[..., It
         name = self.name_of(path)  # the file as rows name it (the same on local disk or a store)
         where = f"{name}[{byte_range[0]}:{byte_range[1]}]" if byte_range else name
         with buf.guard(where, "corrupt_file"):
-            target = None if getattr(self.params, "follow_symlinks", True) else \
-                link_outside(path, self.params.paths, self.__dict__.setdefault("_link_memo", {}))
-            if target is not None:
-                if byte_range and byte_range[0] > 0:  # one reject per file, from its first range
-                    return
-                raise Reject("symlink_outside", f"{path} links to {target}, outside the input folder "
-                                                "(--follow-symlinks, or follow_symlinks: true, reads it)")
-            check_regular_file(path)
+            if not check_input_file(self, path, first_range=not byte_range or byte_range[0] == 0):
+                return
             for table in (read_file(self, path, byte_range) if byte_range else read_file(self, path)):
                 rows += table.num_rows
                 yield table

@@ -76,9 +76,10 @@ def check_paths(stage: Stage, inputs: Sequence[Dataset], out: Path) -> None:
         sources += [storage.resolve(storage.as_path(p)) for p in stage.params.paths if not glob.has_magic(str(p))]
         files = stage.matched_files()
     local_target = not storage.is_remote(target)
+    folders: dict[str, str] = {}
     for f in files:  # a folder of 100,000 pages is 100,000 realpaths: local ones as strings, no Path
         if local_target and "://" not in f:
-            real, where = os.path.realpath(f), str(target)
+            real, where = storage.real_path(f, folders), str(target)
             if storage.within(real, where) or storage.within(where, real):
                 sources.append(Path(real))
         else:

@@ -366,7 +366,8 @@ class SourceStage(Stage):
         returns something that does (a commit id, an ETag)."""
         from .identity import file_digest
 
-        return [(f, file_digest(f)) for f in self.matched_files()]
+        folders: dict[str, str] = {}
+        return [(f, file_digest(f, folders)) for f in self.matched_files()]
 
     def tasks(self, inputs: Sequence["Dataset"] = ()) -> list[Task]:
         from . import storage
@@ -412,10 +413,26 @@ class SourceStage(Stage):
         raise NotImplementedError
 
     def run_task(self, task: Task, writer) -> Iterator[pa.Table]:
-        from . import storage
-
         self.ensure_setup()
         counts = getattr(writer, "counts", writer)  # a shard writer, or a bare Counts (tests, notebooks)
+        byte_range = task.get("range")
+        for path in self.local_inputs(task, counts):
+            tables = self.read_file(path, byte_range) if byte_range else self.read_file(path)
+            ordinal = 0
+            for table in tables:
+                counts.rows_in += table.num_rows
+                # ids from (file, ordinal); a splittable reader names positions itself (line
+                # numbers), so that its ids do not depend on how the file was cut into tasks
+                yield table if self.splittable else with_row_ids(table, self.name_of(path), ordinal)
+                ordinal += table.num_rows
+
+    def local_inputs(self, task: Task, counts) -> Iterator[str]:
+        """The task's input files in order, each as a local path while the caller reads it, its bytes
+        (or its byte range's) counted in `counts.bytes_in`. A file on a store is read from a local copy
+        (readers and their libraries take paths); rows still name it by its place among the inputs
+        (name_of)."""
+        from . import storage
+
         byte_range = task.get("range")
         for url in task.inputs:
             try:
@@ -423,20 +440,11 @@ class SourceStage(Stage):
                 counts.bytes_in += (byte_range[1] - byte_range[0]) if byte_range else size
             except OSError:
                 pass
-            # A file on a store is read from a local copy (readers and their libraries take paths);
-            # rows still name it by its place among the inputs (name_of).
             with storage.local_copy(url) as local:
                 path = str(local)
                 self._logical = {path: url} if path != url else {}
                 try:
-                    tables = self.read_file(path, byte_range) if byte_range else self.read_file(path)
-                    ordinal = 0
-                    for table in tables:
-                        counts.rows_in += table.num_rows
-                        # ids from (file, ordinal); a splittable reader names positions itself (line
-                        # numbers), so that its ids do not depend on how the file was cut into tasks
-                        yield table if self.splittable else with_row_ids(table, self.name_of(path), ordinal)
-                        ordinal += table.num_rows
+                    yield path
                 finally:
                     self._logical = {}
 

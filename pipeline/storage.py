@@ -118,6 +118,26 @@ def within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def real_path(path: str, folders: dict[str, str]) -> str:
+    """`os.path.realpath(path)` of a local path string, for a check over many files: a file that is
+    not itself a link is its folder's real path (found once, kept in `folders`, one dict per check)
+    joined with its name, one lstat where realpath takes one per component of the path."""
+    import stat
+
+    head, name = os.path.split(path)
+    if not head or name in ("", ".", ".."):
+        return os.path.realpath(path)
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            return os.path.realpath(path)
+    except OSError:
+        return os.path.realpath(path)
+    real_head = folders.get(head)
+    if real_head is None:
+        real_head = folders[head] = os.path.realpath(head)
+    return os.path.join(real_head, name)
+
+
 def resolved_inside(child, parent) -> bool:
     """`inside` for paths `resolve` gave already (a check over many files resolves each once)."""
     if is_remote(child) != is_remote(parent):

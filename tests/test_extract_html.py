@@ -434,3 +434,34 @@ def test_an_article_card_among_others_is_not_the_pages_article():
             f"<pre>make install-everything</pre></div><div class='cards'>{cards}</div></body></html>")
     for mode in ("precise", "fast", "native"):
         assert "make install-everything" in extract_html({"html": html, "mode": mode})["text"], mode
+
+
+def test_html_files_batched_rows_match_the_per_file_reader(tmp_path, monkeypatch):
+    """`extract.html` gathers a task's pages in one row buffer: its rows (ids from file and ordinal),
+    rejects and counts are those of the generic path, `read_file` under `guard_file` per file."""
+    from assay.extractors import stages
+    from assay.pipeline.stage import SourceStage
+
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    (pages / "a.html").write_text(PAGE)
+    (pages / "b.html.gz").write_bytes(gzip.compress(PAGE.encode()))
+    (pages / "c.htm").write_text("<html><body></body></html>")  # no_content
+    (pages / "d.html").write_bytes(b"")  # empty
+    (pages / "e.html.gz").write_bytes(b"not gzip")  # corrupt_file
+    (pages / "f.html").write_text(PAGE * 50)  # too_large
+    (tmp_path / "outside.html").write_text(PAGE)
+    (pages / "g.html").symlink_to(tmp_path / "outside.html")  # symlink_outside
+    stage = ExtractHtmlFiles({"paths": [str(pages)], "max_bytes": 20_000})
+    generic, generic_counts = [], Counts()
+    for task in stage.tasks():
+        generic += SourceStage.run_task(stage, task, generic_counts)
+    expected = pa.concat_tables(generic).to_pylist()
+    reasons = {json.loads(r["meta"])["location"].rsplit("/", 1)[-1]: r["reject_reason"] for r in expected if r["reject_reason"]}
+    assert reasons == {"c.htm": "no_content", "d.html": "empty", "e.html.gz": "corrupt_file", "f.html": "too_large",
+                       "g.html": "symlink_outside"}
+    for batch_rows in (256, 2):  # one batch, and a batch every two pages
+        monkeypatch.setattr(stages, "_BATCH_ROWS", batch_rows)
+        table, counts = _run(ExtractHtmlFiles({"paths": [str(pages)], "max_bytes": 20_000}))
+        assert table.to_pylist() == expected
+        assert (counts.rows_in, counts.bytes_in) == (generic_counts.rows_in, generic_counts.bytes_in) == (7, counts.bytes_in)

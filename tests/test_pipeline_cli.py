@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -148,3 +149,35 @@ def test_relative_paths_follow_one_rule(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert Path(load_recipe(folder / "a.yaml").workdir) == folder / "out" / "here"
     assert Path(load_recipe("recipes/b.yaml").workdir) == Path("runs") / load_recipe(folder / "b.yaml").name
+
+
+_BLAS_THREADS = """
+import atexit, sys, threadpoolctl
+atexit.register(lambda: print("blas", threadpoolctl.threadpool_info()[0]["num_threads"], file=sys.stderr))
+sys.argv = ["assay", *sys.argv[1:]]
+from assay.pipeline.cli import main
+main()
+"""
+
+
+def test_extract_commands_load_one_blas_thread_and_others_the_default(tmp_path):
+    """OpenBLAS's idle threads spin ~0.1 CPU-s at load: `assay extract` does no linear algebra and
+    starts one; other commands, and a user's OPENBLAS_NUM_THREADS, are left as they were."""
+    pytest.importorskip("threadpoolctl")
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    (pages / "a.html").write_text("<html><body><p>" + "Some running text of a page. " * 20 + "</p></body></html>")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+
+    def blas(*args, **extra):
+        run = subprocess.run([sys.executable, "-c", _BLAS_THREADS, *args], capture_output=True, text=True,
+                             env={**env, **extra}, timeout=300)
+        assert run.returncode == 0, run.stderr
+        return int(run.stderr.rsplit("blas ", 1)[1].split()[0])
+
+    default = int(subprocess.run([sys.executable, "-c", "import numpy, threadpoolctl; "
+                                  "print(threadpoolctl.threadpool_info()[0]['num_threads'])"],
+                                 capture_output=True, text=True, env=env, check=True).stdout)
+    assert blas("-v", "extract", "html", str(pages), str(tmp_path / "out"), "--workers", "1") == 1
+    assert blas("stages") == default
+    assert blas("extract", "html", str(pages), str(tmp_path / "out2"), "--workers", "1", OPENBLAS_NUM_THREADS="2") == 2

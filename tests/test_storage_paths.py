@@ -453,3 +453,25 @@ def test_rewrite_with_its_template_records_request_cache_and_output_on_s3(s3, tm
     assert data_files(objects(fs, f"{s3.current_bucket}/out-again")) == ref
     assert fs.find(f"{s3.current_bucket}/cache")
     assert not [k for k in fs.find(s3.current_bucket) if s3.secret_key.encode() in fs.cat_file(k)]
+
+
+def test_real_path_is_realpath_with_folders_remembered(tmp_path, monkeypatch):
+    """`storage.real_path` (one lstat a file, its folder's real path kept) gives what os.path.realpath
+    gives: through linked folders, for linked, dangling, looping and missing files, `..` and `.`."""
+    from assay.pipeline.storage import real_path
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "f.html").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    (tmp_path / "a" / "flink.html").symlink_to(tmp_path / "a" / "b" / "f.html")
+    (tmp_path / "a" / "out.html").symlink_to("/etc/hostname")
+    (tmp_path / "a" / "dangling.html").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "a" / "loop").symlink_to(tmp_path / "a" / "loop")
+    monkeypatch.chdir(tmp_path / "a")
+    d = str(tmp_path)
+    cases = [f"{d}/a/b/f.html", f"{d}/link/b/f.html", f"{d}/a/flink.html", f"{d}/link/flink.html", f"{d}/a/out.html",
+             f"{d}/a/dangling.html", f"{d}/a/missing.html", f"{d}/a/b/../b/f.html", f"{d}//a/b/f.html",
+             f"{d}/a/./b/f.html", f"{d}/a/loop", f"{d}/a/loop/x", f"{d}/link", f"{d}/a/b/", "/", "b/f.html", "flink.html"]
+    folders: dict[str, str] = {}
+    for path in cases * 2:  # the second time from the remembered folders
+        assert real_path(path, folders) == os.path.realpath(path), path
