@@ -632,13 +632,29 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
                 tag == "p" and density <= _LINKED_SENTENCE and total >= 100 and _sentence(node)):
             return True
         return not thread and tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
-            found[4] < 5 and total < 0.25 * body_chars and not _holds_quote(node, m, total)
+            found[4] < 5 and total < 0.25 * body_chars and not _holds_quote(node, m, total) and not _paragraphs(node, m, total)
     if tag in ("form", "fieldset"):
         return total < 0.5 * body_chars  # a form that holds most of the text is the page (a post feed)
     return tag in ("figcaption", "address")
 
 
 _EMPTY: frozenset = frozenset()
+
+
+def _paragraphs(node, m: Measures, total: int) -> bool:
+    """`node` is mostly running text in two paragraphs or more, not opened by a linked title: a
+    section of the body whose sentences carry links, not a teaser or a menu."""
+    if m.v[node][5] < 0.5 * total or _opens_with_link(node, m):
+        return False
+    n = 0
+    for el in node.iter():
+        found = m.v.get(el)
+        if found is not None and found[2] >= _MIN_PARAGRAPH and 2 * found[3] <= found[2] and found[6] in _BLOCK and \
+                found[6] not in _HEADINGS:
+            n += 1
+            if n >= 2:
+                return True
+    return False
 _LINKED_SENTENCE = 0.65
 
 
@@ -788,7 +804,25 @@ def _teaser(node, m: Measures) -> bool:
     if found is None or not 0 < found[0] <= _TEASER_MAX or found[6] in ("p", "pre", "tr", "td", "blockquote") or \
             found[6] in _HEADINGS:
         return False
-    return any(m.total(a) >= _HEADLINE for a in node.iter("a"))  # the teaser's title
+    return _opens_with_link(node, m)
+
+
+def _opens_with_link(node, m: Measures) -> bool:
+    """A link of a headline's length comes before any paragraph of running text in `node`: another
+    page's title opens it (a teaser). A link after running text, or inside it, is the article's own
+    (a section of the body that ends with a link)."""
+    v = m.v
+    for el in node.iter():
+        found = v.get(el)
+        if found is None:
+            continue
+        if found[6] == "a":
+            if found[0] >= _HEADLINE:
+                return True
+        elif found[2] >= _MIN_PARAGRAPH and 2 * found[3] <= found[2] and found[6] in _BLOCK and \
+                found[6] not in _HEADINGS:
+            return False
+    return False
 
 
 def _cut_teaser_runs(chosen: list, m: Measures) -> None:

@@ -486,3 +486,27 @@ def test_what_the_selection_holds_before_the_headline_goes():
             "</div></body></html>")
     text = native(html)
     assert "Paragraph 3." in text and "Why-the-harbour" not in text and "November 20" not in text
+
+
+def test_sections_of_the_body_that_end_with_a_link_are_no_teasers():
+    # Names hashed: the body sits in blocks of a paragraph or two, and the last three each end with
+    # a linked line. A teaser opens with its linked title; a link after running text is the article's.
+    def section(i: int, link: bool) -> str:
+        more = f"<p><strong><a href='/promo-{i}'>READ MORE ON THE DAILY BY CLICKING HERE</a></strong></p>" if link else ""
+        return f"<section><div><p>Section {i}. {SENT}</p>{more}</div></section>"
+    body = "".join(section(i, i >= 3) for i in range(6))
+    html = f"<html><body>{NAV}<div class='a81b'><h1>Budget</h1>{body}</div></body></html>"
+    text = native(html)
+    assert all(f"Section {i}." in text for i in range(6))
+
+
+def test_a_section_of_running_text_whose_sentences_carry_links_stays():
+    # Names hashed: a block of two paragraphs, a third of whose text is in links (names, products,
+    # sources), is a section of the body; a block that dense with links and no running text is a menu.
+    linked = ("<p>The plan, said <a href='/p/mayor'>Mayor Jane Smith</a>, follows <a href='/r/2019'>the harbour "
+              "report of 2019</a> and <a href='/r/bridge'>the bridge survey</a>, and it was approved by the council "
+              "on Monday evening after a short debate.</p>")
+    html = (f"<html><body>{NAV}<div class='a81b'>{paragraphs(12)}<div><div class='s2'>{linked}"
+            f"{linked.replace('The plan', 'The budget')}</div></div>{paragraphs(2)}</div></body></html>")
+    text = native(html)
+    assert "The plan, said" in text and "The budget, said" in text and "Paragraph 11." in text
