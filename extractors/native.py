@@ -366,8 +366,7 @@ def _teaser_item(item, m: Measures) -> bool:
     summary = found[0] - found[1]
     if not _MIN_PARAGRAPH <= summary <= 2 * _LONG:
         return False
-    return any(m.total(a) >= _TEASER_TITLE and not (a.get("href") or "#").startswith(("#", "javascript:"))
-               for a in item.iter("a"))
+    return _opens_with_link(item, m, _TEASER_TITLE, True)
 
 
 def _teaser_run(parent, m: Measures) -> int:
@@ -807,17 +806,18 @@ def _teaser(node, m: Measures) -> bool:
     return _opens_with_link(node, m)
 
 
-def _opens_with_link(node, m: Measures) -> bool:
-    """A link of a headline's length comes before any paragraph of running text in `node`: another
-    page's title opens it (a teaser). A link after running text, or inside it, is the article's own
-    (a section of the body that ends with a link)."""
+def _opens_with_link(node, m: Measures, chars: int = _HEADLINE, elsewhere: bool = False) -> bool:
+    """A link of a headline's length (`chars`; `elsewhere`: to another page) comes before any
+    paragraph of running text in `node`: another page's title opens it (a teaser). A link after
+    running text, or inside it, is the article's own (a section of a body that ends with a link, a
+    sentence with a link in a page builder's block)."""
     v = m.v
     for el in node.iter():
         found = v.get(el)
         if found is None:
             continue
         if found[6] == "a":
-            if found[0] >= _HEADLINE:
+            if found[0] >= chars and not (elsewhere and (el.get("href") or "#").startswith(("#", "javascript:"))):
                 return True
         elif found[2] >= _MIN_PARAGRAPH and 2 * found[3] <= found[2] and found[6] in _BLOCK and \
                 found[6] not in _HEADINGS:

@@ -510,3 +510,19 @@ def test_a_section_of_running_text_whose_sentences_carry_links_stays():
             f"{linked.replace('The plan', 'The budget')}</div></div>{paragraphs(2)}</div></body></html>")
     text = native(html)
     assert "The plan, said" in text and "The budget, said" in text and "Paragraph 11." in text
+
+
+def test_body_blocks_of_one_class_with_links_in_their_sentences_are_no_teaser_list():
+    # Names hashed: the body in blocks of one class (a page builder's text blocks), each a
+    # paragraph with a long link inside a sentence. A teaser opens with its linked title; these
+    # are the article, not other pages' summaries to pass over for the photo's caption.
+    block = ("<div class='t1'><p>Block {i}. The council said on Monday that <a href='/report-{i}'>the report on "
+             "the harbour and the bridge</a> will be published, and the vote follows in May, after the summer "
+             "break and a public hearing.</p></div>")
+    photo = ("<div class='f1'><figure><img src='/harbour.jpg'><figcaption>The old quay at dawn, where the "
+             "ferry will dock from May, and the bridge behind it.</figcaption></figure></div>")
+    html = (f"<html><head><title>Why the harbour study matters | The Daily</title></head><body>{NAV}"
+            f"<article><div class='h9'><h1>Why the harbour study matters</h1>{photo}</div><div class='b1'>"
+            + "".join(block.format(i=i) for i in range(5)) + "</div></article></body></html>")
+    text = native(html)
+    assert all(f"Block {i}." in text for i in range(5))
