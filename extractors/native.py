@@ -627,11 +627,16 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
     if tag in _HEADINGS:
         return density > 0.5
     if tag in _LISTS or tag in ("div", "section", "p", "li", "header", "figure"):
-        if density > 0.5 and total < 0.5 * body_chars and not (
-                tag == "p" and density <= _LINKED_SENTENCE and total >= 100 and _sentence(node)):
+        # A block whose text is its own (a paragraph written as a <div>) is judged as a <p> is.
+        # A block whose text is its own (a paragraph written as a <div>) is judged as a <p> is: a
+        # sentence with links in it is a paragraph.
+        sentence = (tag == "p" or tag == "div" and found[2] >= _OWN_SHARE * total) and total >= 100 and \
+            density <= _LINKED_SENTENCE and _sentence(node)
+        if density > 0.5 and total < 0.5 * body_chars and not sentence:
             return True
         return not thread and tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
-            found[4] < 5 and total < 0.25 * body_chars and not _holds_quote(node, m, total) and not _paragraphs(node, m, total)
+            found[4] < 5 and total < 0.25 * body_chars and not sentence and not _holds_quote(node, m, total) and \
+            not _paragraphs(node, m, total)
     if tag in ("form", "fieldset"):
         return total < 0.5 * body_chars  # a form that holds most of the text is the page (a post feed)
     return tag in ("figcaption", "address")
@@ -655,6 +660,7 @@ def _paragraphs(node, m: Measures, total: int) -> bool:
                 return True
     return False
 _LINKED_SENTENCE = 0.65
+_OWN_SHARE = 0.8  # a block with this share of its text its own (not in nested blocks) is a paragraph
 
 
 def _holds_quote(node, m: Measures, total: int) -> bool:

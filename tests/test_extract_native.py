@@ -526,3 +526,17 @@ def test_body_blocks_of_one_class_with_links_in_their_sentences_are_no_teaser_li
             + "".join(block.format(i=i) for i in range(5)) + "</div></article></body></html>")
     text = native(html)
     assert all(f"Block {i}." in text for i in range(5))
+
+
+def test_a_paragraph_written_as_a_div_with_links_in_its_sentence_stays():
+    # Text in <div>s without <p>: a sentence that carries a few links is a paragraph, as it is in a
+    # <p>; a short line of links ("By signing up you agree to our Terms") is still furniture.
+    linked = ("<div>The plan, said <a href='/p/mayor'>Mayor Jane Smith</a>, follows <a href='/r/2019'>the harbour "
+              "report of 2019</a> and <a href='/r/bridge'>the bridge survey</a>, and was approved.</div>")
+    body = "".join(f"<div>Paragraph {i}. {SENT}</div>" for i in range(8))
+    html = (f"<html><body>{NAV}<div class='a81b'>{body}{linked}"
+            "<div>By signing up you agree to our <a href='/terms'>Terms of Use</a> and <a href='/privacy'>Privacy Policy</a>.</div>"
+            f"{body.replace('Paragraph', 'Part')}</div></body></html>")
+    text = native(html)
+    assert "The plan, said" in text and "Part 7." in text
+    assert "By signing up" not in text
