@@ -908,7 +908,7 @@ def _drop_captioned_images(chosen: list, m: Measures) -> None:
                 node = node.getparent()  # up to the first container with text
             if node is None or node is el or node in chosen or node.tag not in _FIGURE_TAGS or \
                     m.total(node) > _CAPTION or m.v[node][1] or node is img.getparent() and m.v[node][2] or \
-                    next(node.iter("pre", "math", "table"), None) is not None:
+                    next(node.iter("pre", "math", "table"), None) is not None or _steps(node):
                 continue
             text = node.text_content()
             if "$" not in text and "\\" not in text:  # a formula beside a figure is the text's
@@ -916,6 +916,26 @@ def _drop_captioned_images(chosen: list, m: Measures) -> None:
         for node in doomed:
             if node.getparent() is not None:
                 _remove(node)
+
+
+def _steps(node) -> bool:
+    """`node` is one of a run of three or more adjacent sibling blocks of one kind (tag and class)
+    that each hold an image: the steps of a how-to, each a picture and its instruction, not a photo
+    with its caption (photos stand apart, between the article's paragraphs)."""
+    cls, n = node.get("class"), 1
+    for preceding in (True, False):
+        for sib in node.itersiblings(preceding=preceding):
+            if not isinstance(sib.tag, str):
+                continue
+            if sib.tag != node.tag or sib.get("class") != cls or next(sib.iter("img", "picture"), None) is None:
+                break
+            n += 1
+            if n >= _STEPS:
+                return True
+    return False
+
+
+_STEPS = 3
 
 
 def _cut_before_headline(chosen: list, m: Measures, title: str, body_chars: int) -> None:

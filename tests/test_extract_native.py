@@ -540,3 +540,18 @@ def test_a_paragraph_written_as_a_div_with_links_in_its_sentence_stays():
     text = native(html)
     assert "The plan, said" in text and "Part 7." in text
     assert "By signing up" not in text
+
+
+def test_the_steps_of_a_how_to_are_no_photo_captions():
+    # Each step is an image and a one-line instruction in a small container of its own, as a photo
+    # and its caption are; a run of such blocks side by side is the how-to's text. A photo between
+    # paragraphs still goes with its caption.
+    steps = "".join(f"<div class='e3k9'><img src='/step-{i}.jpg'><div class='e3k9-t'>Step {i}: turn the valve "
+                    f"{i} times to the left.</div></div>" for i in range(1, 6))
+    photo = ("<div class='f3a1'><img src='/harbour.jpg'><div class='f3a2'>The old quay at dawn, where the ferry "
+             "will dock.</div></div>")
+    html = (f"<html><body>{NAV}<div class='a81b'>{paragraphs(2)}{photo}{paragraphs(1)}<div class='s1'>{steps}</div>"
+            f"{paragraphs(1)}</div></body></html>")
+    text = native(html)
+    assert all(f"Step {i}: turn the valve" in text for i in range(1, 6))
+    assert "old quay" not in text
