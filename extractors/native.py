@@ -625,7 +625,7 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
         return True  # an article's header: its headline, standfirst, byline and date
     density = m.density(node)
     if tag in _HEADINGS:
-        return density > 0.5
+        return density > 0.5 and not _section_heading(node, m, body_chars)
     if tag in _LISTS or tag in ("div", "section", "p", "li", "header", "figure"):
         # A block whose text is its own (a paragraph written as a <div>) is judged as a <p> is.
         # A block whose text is its own (a paragraph written as a <div>) is judged as a <p> is: a
@@ -643,6 +643,15 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
 
 
 _EMPTY: frozenset = frozenset()
+
+
+def _section_heading(node, m: Measures, body_chars: int) -> bool:
+    """A linked heading in the body's own container, with running text after it: a section of a
+    listicle or a gift guide named by the page it links to, not another page's teaser (whose
+    heading sits in a small block with its summary)."""
+    parent, after = node.getparent(), node.getnext()
+    return parent is not None and after is not None and m.v.get(after, _NOTHING)[5] > 0 and \
+        m.good(parent) >= 0.5 * body_chars
 
 
 def _paragraphs(node, m: Measures, total: int) -> bool:

@@ -555,3 +555,17 @@ def test_the_steps_of_a_how_to_are_no_photo_captions():
     text = native(html)
     assert all(f"Step {i}: turn the valve" in text for i in range(1, 6))
     assert "old quay" not in text
+
+
+def test_linked_section_headings_of_a_listicle_stay():
+    # A gift guide names each section by the product it links to: a linked heading in the body's
+    # own container with running text after it is the body's. Another page's teaser (its linked
+    # title and summary in a small block of their own) still loses its heading.
+    sections = "".join(f"<h3><a href='/product/{i}'>Harbour ferry pass number {i}</a></h3><p>Item {i}. {SENT}</p>"
+                       for i in range(5))
+    teaser = ("<div class='t7'><h4><a href='/story-9'>Council approves the new ferry timetable</a></h4>"
+              "<p>The ferry will run every hour from May, the council said.</p></div>")
+    html = f"<html><body>{NAV}<div class='a81b'><h1>Budget</h1>{sections}{teaser}{paragraphs(1)}</div></body></html>"
+    text = native(html)
+    assert all(f"Harbour ferry pass number {i}" in text for i in range(5)) and "Item 4." in text
+    assert "Council approves" not in text
