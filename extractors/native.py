@@ -33,11 +33,16 @@ and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
    sentence's end above the first paragraph (kicker, byline, reading time). Code blocks and formulas
    are never pruned for their links or size.
 5. Evidence from the page's shape, not its names (names learned from some sites do not carry to
-   others): after the article's last running text, a run of sibling blocks of one kind each with a
-   headline link goes (teasers); a heading that names the article with more words than its title
+   others): after the article's last running text, a run of sibling blocks of one kind each opened
+   by a headline link goes (teasers); a heading that names the article with more words than its title
    goes with what follows it (the replies); an image with a short text beside it in a container
-   of their own goes (a photo and its caption); the article starts at its headline (the first
-   `<h1>` that the title holds), so what the selection holds before it goes.
+   of their own goes (a photo and its caption), unless three or more such blocks of one kind stand
+   side by side (a how-to's steps); the article starts at its headline (the first `<h1>` that the
+   title holds), so what the selection holds before it goes. What keeps the body whole in shapes
+   the names do not tell: a teaser opens with its linked title (a block whose link follows or sits
+   in its running text is the article's), a block of two or more paragraphs of running text or a
+   `<div>` that is one sentence with links is not pruned for its links, and a linked heading in the
+   body's own container with running text after it is a section heading (a listicle's).
 
 Repeated blocks across a site's pages are not used: the stage sees one page at a time.
 """
