@@ -403,7 +403,7 @@ def generated_scores(folder: Path, fn) -> dict[str, dict]:
         out = fn((folder / name).read_text(encoding="utf-8"))
         out_nows, out_lines = _nows(out), _norm_lines(out)
         out_leaves = None
-        row = fams.setdefault(t["family"], [0, 0, 0, 0, 0, 0])
+        row = fams.setdefault(t["family"], [0, 0, 0, 0, 0, 0, 0, 0])
         if t.get("tables"):
             hit, total = table_cells(t["tables"], out)
             row[4] += hit
@@ -420,13 +420,18 @@ def generated_scores(folder: Path, fn) -> dict[str, dict]:
         for code in t["code"]:
             row[3] += 1
             row[2] += _norm_lines(code) in out_lines
+        if t.get("text"):  # lines of prose the page must keep (a how-to's steps)
+            flat = " ".join(out.split())
+            row[7] += len(t["text"])
+            row[6] += sum(" ".join(line.split()) in flat for line in t["text"])
     def row_of(r: list[int]) -> dict:
         return {"formula_recall": r[0] / r[1] if r[1] else None, "formulas": r[1],
                 "code_recall": r[2] / r[3] if r[3] else None, "code_blocks": r[3],
-                "table_cell_recall": r[4] / r[5] if r[5] else None, "table_cells": r[5]}
+                "table_cell_recall": r[4] / r[5] if r[5] else None, "table_cells": r[5],
+                "text_recall": r[6] / r[7] if r[7] else None, "text_lines": r[7]}
 
     result = {fam: row_of(r) for fam, r in sorted(fams.items())}
-    result["ALL"] = row_of([sum(r[i] for r in fams.values()) for i in range(6)])
+    result["ALL"] = row_of([sum(r[i] for r in fams.values()) for i in range(8)])
     return result
 
 
@@ -659,6 +664,8 @@ def main() -> None:
             + f"   n={generated[names[0]][fam]['formulas']}/{generated[names[0]][fam]['code_blocks']}")
     print(f"{'tables':20} " + " ".join(f"{_fmt(generated[n]['ALL']['table_cell_recall']):>26}" for n in names)
           + f"   (cells recovered in table form, n={generated[names[0]]['ALL']['table_cells']})")
+    print(f"{'steps':20} " + " ".join(f"{_fmt(generated[n]['ALL']['text_recall']):>26}" for n in names)
+          + f"   (how-to instructions kept, n={generated[names[0]]['ALL']['text_lines']})")
     mh = mathcode["magic-html"]
     print(f"{'magic-html':20} " + " ".join(
         f"{_fmt(mh[n]['formula_recall']):>12} / {_fmt(mh[n]['code_exact_match']):>11}" for n in names)

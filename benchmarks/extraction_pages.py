@@ -1372,6 +1372,50 @@ def fam_post_teasers(ctx: Ctx) -> tuple[str, dict]:
     return html, {"formulas": [], "code": code}
 
 
+def _instruction(ctx: Ctx) -> str:
+    """A step's one-line instruction: a sentence cut to its first clause or a line's length."""
+    words = ctx.sentence().split()
+    line = ""
+    for w in words:
+        if len(line) + len(w) > ctx.rng.randint(50, 110):
+            break
+        line = f"{line} {w}" if line else w
+    return line.rstrip(" ,;:-") + "."
+
+
+def fam_howto_steps(ctx: Ctx) -> tuple[str, dict]:
+    """How-to and recipe pages whose steps are each an image and a one-line instruction in a small
+    container of their own (a div or paragraph beside the image, a list item), or numbered
+    steps in divs without images (a recipe card). A step looks like a photo and its caption; the
+    steps are the page's text. Truth: the instructions (`text`), each to be found in the output."""
+    rng = ctx.rng
+    kind = rng.choice(("image-div", "image-p", "image-li", "numbered-div"))
+    cls = rng.choice(("step", "howto-step", "e3k9x1", "wp-block-group", "c-step"))
+    steps, blocks = [], []
+    for i in range(1, rng.randint(4, 9) + 1):
+        text = _instruction(ctx)
+        label = rng.choice(("", f"{i}. ", f"Step {i}: ")) if kind != "numbered-div" else ""
+        steps.append(text)
+        img = f"<img src='/img/howto-{rng.randint(1, 999)}-step-{i}.jpg' alt='' width='600' height='400'>"
+        if kind == "image-div":
+            blocks.append(f"<div class='{cls}'>{img}<div class='{cls}-text'>{esc(label + text)}</div></div>")
+        elif kind == "image-p":
+            blocks.append(f"<div class='{cls}'><p>{img}</p><p>{esc(label + text)}</p></div>")
+        elif kind == "image-li":
+            blocks.append(f"<li>{img}<p>{esc(label + text)}</p></li>")
+        else:
+            blocks.append(f"<div class='{cls}'><span class='{cls}-num'>{i}</span><div class='{cls}-text'>"
+                          f"{esc(text)}</div></div>")
+    steps_html = f"<ol class='steps'>{''.join(blocks)}</ol>" if kind == "image-li" else \
+        f"<div class='{cls}s'>{''.join(blocks)}</div>"
+    intro = "".join(f"<p>{esc(ctx.sentence())}</p>" for _ in range(rng.randint(1, 2)))
+    outro = f"<p>{esc(ctx.sentence())}</p>" if rng.random() < 0.5 else ""
+    heading = rng.choice(("<h2>Instructions</h2>", "<h2>How to do it</h2>", "<h3>Steps</h3>", ""))
+    title = "How to " + ctx.sentence()[:rng.randint(25, 60)].rstrip(" ,.;:").lower()
+    html = shell(ctx, title, intro + heading + steps_html + outro)
+    return html, {"formulas": [], "code": [], "text": steps}
+
+
 FAMILIES = {
     # math
     "pandoc-mathml": fam_pandoc("--mathml"),
@@ -1407,6 +1451,7 @@ FAMILIES = {
     "javadoc": fam_javadoc,
     "single-code": fam_single_code,
     "post-teasers": fam_post_teasers,
+    "howto-steps": fam_howto_steps,
 }
 
 

@@ -33,11 +33,16 @@ and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
    sentence's end above the first paragraph (kicker, byline, reading time). Code blocks and formulas
    are never pruned for their links or size.
 5. Evidence from the page's shape, not its names (names learned from some sites do not carry to
-   others): after the article's last running text, a run of sibling blocks of one kind each with a
-   headline link goes (teasers); a heading that names the article with more words than its title
+   others): after the article's last running text, a run of sibling blocks of one kind each opened
+   by a headline link goes (teasers); a heading that names the article with more words than its title
    goes with what follows it (the replies); an image with a short text beside it in a container
-   of their own goes (a photo and its caption); the article starts at its headline (the first
-   `<h1>` that the title holds), so what the selection holds before it goes.
+   of their own goes (a photo and its caption), unless three or more such blocks of one kind stand
+   side by side (a how-to's steps); the article starts at its headline (the first `<h1>` that the
+   title holds), so what the selection holds before it goes. What keeps the body whole in shapes
+   the names do not tell: a teaser opens with its linked title (a block whose link follows or sits
+   in its running text is the article's), a block of two or more paragraphs of running text or a
+   `<div>` that is one sentence with links is not pruned for its links, and a linked heading in the
+   body's own container with running text after it is a section heading (a listicle's).
 
 Repeated blocks across a site's pages are not used: the stage sees one page at a time.
 """
@@ -366,8 +371,7 @@ def _teaser_item(item, m: Measures) -> bool:
     summary = found[0] - found[1]
     if not _MIN_PARAGRAPH <= summary <= 2 * _LONG:
         return False
-    return any(m.total(a) >= _TEASER_TITLE and not (a.get("href") or "#").startswith(("#", "javascript:"))
-               for a in item.iter("a"))
+    return _opens_with_link(item, m, _TEASER_TITLE, True)
 
 
 def _teaser_run(parent, m: Measures) -> int:
@@ -626,20 +630,51 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
         return True  # an article's header: its headline, standfirst, byline and date
     density = m.density(node)
     if tag in _HEADINGS:
-        return density > 0.5
+        return density > 0.5 and not _section_heading(node, m, body_chars)
     if tag in _LISTS or tag in ("div", "section", "p", "li", "header", "figure"):
-        if density > 0.5 and total < 0.5 * body_chars and not (
-                tag == "p" and density <= _LINKED_SENTENCE and total >= 100 and _sentence(node)):
+        # A block whose text is its own (a paragraph written as a <div>) is judged as a <p> is.
+        # A block whose text is its own (a paragraph written as a <div>) is judged as a <p> is: a
+        # sentence with links in it is a paragraph.
+        sentence = (tag == "p" or tag == "div" and found[2] >= _OWN_SHARE * total) and total >= 100 and \
+            density <= _LINKED_SENTENCE and _sentence(node)
+        if density > 0.5 and total < 0.5 * body_chars and not sentence:
             return True
         return not thread and tag in ("div", "section", "header") and density > 0.33 and weight < _CLASS_WEIGHT and \
-            found[4] < 5 and total < 0.25 * body_chars and not _holds_quote(node, m, total)
+            found[4] < 5 and total < 0.25 * body_chars and not sentence and not _holds_quote(node, m, total) and \
+            not _paragraphs(node, m, total)
     if tag in ("form", "fieldset"):
         return total < 0.5 * body_chars  # a form that holds most of the text is the page (a post feed)
     return tag in ("figcaption", "address")
 
 
 _EMPTY: frozenset = frozenset()
+
+
+def _section_heading(node, m: Measures, body_chars: int) -> bool:
+    """A linked heading in the body's own container, with running text after it: a section of a
+    listicle or a gift guide named by the page it links to, not another page's teaser (whose
+    heading sits in a small block with its summary)."""
+    parent, after = node.getparent(), node.getnext()
+    return parent is not None and after is not None and m.v.get(after, _NOTHING)[5] > 0 and \
+        m.good(parent) >= 0.5 * body_chars
+
+
+def _paragraphs(node, m: Measures, total: int) -> bool:
+    """`node` is mostly running text in two paragraphs or more, not opened by a linked title: a
+    section of the body whose sentences carry links, not a teaser or a menu."""
+    if m.v[node][5] < 0.5 * total or _opens_with_link(node, m):
+        return False
+    n = 0
+    for el in node.iter():
+        found = m.v.get(el)
+        if found is not None and found[2] >= _MIN_PARAGRAPH and 2 * found[3] <= found[2] and found[6] in _BLOCK and \
+                found[6] not in _HEADINGS:
+            n += 1
+            if n >= 2:
+                return True
+    return False
 _LINKED_SENTENCE = 0.65
+_OWN_SHARE = 0.8  # a block with this share of its text its own (not in nested blocks) is a paragraph
 
 
 def _holds_quote(node, m: Measures, total: int) -> bool:
@@ -788,7 +823,26 @@ def _teaser(node, m: Measures) -> bool:
     if found is None or not 0 < found[0] <= _TEASER_MAX or found[6] in ("p", "pre", "tr", "td", "blockquote") or \
             found[6] in _HEADINGS:
         return False
-    return any(m.total(a) >= _HEADLINE for a in node.iter("a"))  # the teaser's title
+    return _opens_with_link(node, m)
+
+
+def _opens_with_link(node, m: Measures, chars: int = _HEADLINE, elsewhere: bool = False) -> bool:
+    """A link of a headline's length (`chars`; `elsewhere`: to another page) comes before any
+    paragraph of running text in `node`: another page's title opens it (a teaser). A link after
+    running text, or inside it, is the article's own (a section of a body that ends with a link, a
+    sentence with a link in a page builder's block)."""
+    v = m.v
+    for el in node.iter():
+        found = v.get(el)
+        if found is None:
+            continue
+        if found[6] == "a":
+            if found[0] >= chars and not (elsewhere and (el.get("href") or "#").startswith(("#", "javascript:"))):
+                return True
+        elif found[2] >= _MIN_PARAGRAPH and 2 * found[3] <= found[2] and found[6] in _BLOCK and \
+                found[6] not in _HEADINGS:
+            return False
+    return False
 
 
 def _cut_teaser_runs(chosen: list, m: Measures) -> None:
@@ -868,7 +922,7 @@ def _drop_captioned_images(chosen: list, m: Measures) -> None:
                 node = node.getparent()  # up to the first container with text
             if node is None or node is el or node in chosen or node.tag not in _FIGURE_TAGS or \
                     m.total(node) > _CAPTION or m.v[node][1] or node is img.getparent() and m.v[node][2] or \
-                    next(node.iter("pre", "math", "table"), None) is not None:
+                    next(node.iter("pre", "math", "table"), None) is not None or _steps(node):
                 continue
             text = node.text_content()
             if "$" not in text and "\\" not in text:  # a formula beside a figure is the text's
@@ -876,6 +930,26 @@ def _drop_captioned_images(chosen: list, m: Measures) -> None:
         for node in doomed:
             if node.getparent() is not None:
                 _remove(node)
+
+
+def _steps(node) -> bool:
+    """`node` is one of a run of three or more adjacent sibling blocks of one kind (tag and class)
+    that each hold an image: the steps of a how-to, each a picture and its instruction, not a photo
+    with its caption (photos stand apart, between the article's paragraphs)."""
+    cls, n = node.get("class"), 1
+    for preceding in (True, False):
+        for sib in node.itersiblings(preceding=preceding):
+            if not isinstance(sib.tag, str):
+                continue
+            if sib.tag != node.tag or sib.get("class") != cls or next(sib.iter("img", "picture"), None) is None:
+                break
+            n += 1
+            if n >= _STEPS:
+                return True
+    return False
+
+
+_STEPS = 3
 
 
 def _cut_before_headline(chosen: list, m: Measures, title: str, body_chars: int) -> None:

@@ -486,3 +486,86 @@ def test_what_the_selection_holds_before_the_headline_goes():
             "</div></body></html>")
     text = native(html)
     assert "Paragraph 3." in text and "Why-the-harbour" not in text and "November 20" not in text
+
+
+def test_sections_of_the_body_that_end_with_a_link_are_no_teasers():
+    # Names hashed: the body sits in blocks of a paragraph or two, and the last three each end with
+    # a linked line. A teaser opens with its linked title; a link after running text is the article's.
+    def section(i: int, link: bool) -> str:
+        more = f"<p><strong><a href='/promo-{i}'>READ MORE ON THE DAILY BY CLICKING HERE</a></strong></p>" if link else ""
+        return f"<section><div><p>Section {i}. {SENT}</p>{more}</div></section>"
+    body = "".join(section(i, i >= 3) for i in range(6))
+    html = f"<html><body>{NAV}<div class='a81b'><h1>Budget</h1>{body}</div></body></html>"
+    text = native(html)
+    assert all(f"Section {i}." in text for i in range(6))
+
+
+def test_a_section_of_running_text_whose_sentences_carry_links_stays():
+    # Names hashed: a block of two paragraphs, a third of whose text is in links (names, products,
+    # sources), is a section of the body; a block that dense with links and no running text is a menu.
+    linked = ("<p>The plan, said <a href='/p/mayor'>Mayor Jane Smith</a>, follows <a href='/r/2019'>the harbour "
+              "report of 2019</a> and <a href='/r/bridge'>the bridge survey</a>, and it was approved by the council "
+              "on Monday evening after a short debate.</p>")
+    html = (f"<html><body>{NAV}<div class='a81b'>{paragraphs(12)}<div><div class='s2'>{linked}"
+            f"{linked.replace('The plan', 'The budget')}</div></div>{paragraphs(2)}</div></body></html>")
+    text = native(html)
+    assert "The plan, said" in text and "The budget, said" in text and "Paragraph 11." in text
+
+
+def test_body_blocks_of_one_class_with_links_in_their_sentences_are_no_teaser_list():
+    # Names hashed: the body in blocks of one class (a page builder's text blocks), each a
+    # paragraph with a long link inside a sentence. A teaser opens with its linked title; these
+    # are the article, not other pages' summaries to pass over for the photo's caption.
+    block = ("<div class='t1'><p>Block {i}. The council said on Monday that <a href='/report-{i}'>the report on "
+             "the harbour and the bridge</a> will be published, and the vote follows in May, after the summer "
+             "break and a public hearing.</p></div>")
+    photo = ("<div class='f1'><figure><img src='/harbour.jpg'><figcaption>The old quay at dawn, where the "
+             "ferry will dock from May, and the bridge behind it.</figcaption></figure></div>")
+    html = (f"<html><head><title>Why the harbour study matters | The Daily</title></head><body>{NAV}"
+            f"<article><div class='h9'><h1>Why the harbour study matters</h1>{photo}</div><div class='b1'>"
+            + "".join(block.format(i=i) for i in range(5)) + "</div></article></body></html>")
+    text = native(html)
+    assert all(f"Block {i}." in text for i in range(5))
+
+
+def test_a_paragraph_written_as_a_div_with_links_in_its_sentence_stays():
+    # Text in <div>s without <p>: a sentence that carries a few links is a paragraph, as it is in a
+    # <p>; a short line of links ("By signing up you agree to our Terms") is still furniture.
+    linked = ("<div>The plan, said <a href='/p/mayor'>Mayor Jane Smith</a>, follows <a href='/r/2019'>the harbour "
+              "report of 2019</a> and <a href='/r/bridge'>the bridge survey</a>, and was approved.</div>")
+    body = "".join(f"<div>Paragraph {i}. {SENT}</div>" for i in range(8))
+    html = (f"<html><body>{NAV}<div class='a81b'>{body}{linked}"
+            "<div>By signing up you agree to our <a href='/terms'>Terms of Use</a> and <a href='/privacy'>Privacy Policy</a>.</div>"
+            f"{body.replace('Paragraph', 'Part')}</div></body></html>")
+    text = native(html)
+    assert "The plan, said" in text and "Part 7." in text
+    assert "By signing up" not in text
+
+
+def test_the_steps_of_a_how_to_are_no_photo_captions():
+    # Each step is an image and a one-line instruction in a small container of its own, as a photo
+    # and its caption are; a run of such blocks side by side is the how-to's text. A photo between
+    # paragraphs still goes with its caption.
+    steps = "".join(f"<div class='e3k9'><img src='/step-{i}.jpg'><div class='e3k9-t'>Step {i}: turn the valve "
+                    f"{i} times to the left.</div></div>" for i in range(1, 6))
+    photo = ("<div class='f3a1'><img src='/harbour.jpg'><div class='f3a2'>The old quay at dawn, where the ferry "
+             "will dock.</div></div>")
+    html = (f"<html><body>{NAV}<div class='a81b'>{paragraphs(2)}{photo}{paragraphs(1)}<div class='s1'>{steps}</div>"
+            f"{paragraphs(1)}</div></body></html>")
+    text = native(html)
+    assert all(f"Step {i}: turn the valve" in text for i in range(1, 6))
+    assert "old quay" not in text
+
+
+def test_linked_section_headings_of_a_listicle_stay():
+    # A gift guide names each section by the product it links to: a linked heading in the body's
+    # own container with running text after it is the body's. Another page's teaser (its linked
+    # title and summary in a small block of their own) still loses its heading.
+    sections = "".join(f"<h3><a href='/product/{i}'>Harbour ferry pass number {i}</a></h3><p>Item {i}. {SENT}</p>"
+                       for i in range(5))
+    teaser = ("<div class='t7'><h4><a href='/story-9'>Council approves the new ferry timetable</a></h4>"
+              "<p>The ferry will run every hour from May, the council said.</p></div>")
+    html = f"<html><body>{NAV}<div class='a81b'><h1>Budget</h1>{sections}{teaser}{paragraphs(1)}</div></body></html>"
+    text = native(html)
+    assert all(f"Harbour ferry pass number {i}" in text for i in range(5)) and "Item 4." in text
+    assert "Council approves" not in text
