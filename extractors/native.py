@@ -632,7 +632,6 @@ def _boilerplate(node, m: Measures, body_chars: int, named_against: bool, groups
     if tag in _HEADINGS:
         return density > 0.5 and not _section_heading(node, m, body_chars)
     if tag in _LISTS or tag in ("div", "section", "p", "li", "header", "figure"):
-        # A block whose text is its own (a paragraph written as a <div>) is judged as a <p> is.
         # A block whose text is its own (a paragraph written as a <div>) is judged as a <p> is: a
         # sentence with links in it is a paragraph.
         sentence = (tag == "p" or tag == "div" and found[2] >= _OWN_SHARE * total) and total >= 100 and \
