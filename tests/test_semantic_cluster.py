@@ -228,23 +228,28 @@ def test_cluster_and_decontam_identical_on_spark_and_ray(corpus, local_reference
     assert _rows(root / f"{engine}-d", ["id", "decontam_hits"]) == flags
 
 
-def test_kmeans_gives_faiss_kmeans_centroids_and_survives_pymupdf():
+def test_kmeans_gives_faiss_kmeans_centroids_and_survives_pymupdf(tmp_path):
     """semantic.kmeans unrolls faiss.Kmeans (same centroids, bit for bit) so that PyMuPDF, imported
     after faiss in the same process, cannot break it (its SWIG std::vector<float> proxy took over)."""
     import subprocess
     import sys
 
-    import faiss
     import numpy as np
 
     from assay.semantic.kmeans import _kmeans
 
     x = np.random.default_rng(0).standard_normal((2000, 16)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    km = faiss.Kmeans(16, 32, niter=20, seed=7, spherical=True, nredo=3, min_points_per_centroid=1,
-                      max_points_per_centroid=256, verbose=False)
-    km.train(x)
-    assert np.array_equal(km.centroids, _kmeans(x, 32, 20, 7, 3))
+    np.save(tmp_path / "x.npy", x)
+    # faiss's own Kmeans, the reference, in a fresh process: in this one, another test of the worker
+    # may have imported PyMuPDF already (the very breakage _kmeans avoids).
+    reference = ("import sys, numpy as np, faiss\nx = np.load(sys.argv[1])\n"
+                 "km = faiss.Kmeans(16, 32, niter=20, seed=7, spherical=True, nredo=3, min_points_per_centroid=1,"
+                 " max_points_per_centroid=256, verbose=False)\nkm.train(x)\nnp.save(sys.argv[2], km.centroids)\n")
+    done = subprocess.run([sys.executable, "-c", reference, str(tmp_path / "x.npy"), str(tmp_path / "c.npy")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert np.array_equal(np.load(tmp_path / "c.npy"), _kmeans(x, 32, 20, 7, 3))
     pytest.importorskip("pymupdf")
     code = ("import numpy as np, faiss, pymupdf\nfrom assay.semantic.kmeans import _kmeans\n"
             "x = np.random.default_rng(0).random((300, 8), dtype=np.float32)\nprint(_kmeans(x, 8, 5, 1).shape)\n")
