@@ -256,6 +256,8 @@ class HtmlWriter(MarkdownWriter):
     tables (data tables as Markdown tables, layout tables as blocks), code fenced from the saved copy."""
 
     def inline(self, el) -> str:
+        if not len(el):  # a leaf (most inline elements): its text, no child iterator or join
+            return el.text or ""
         parts = [el.text or ""]
         for child in el:
             if isinstance(child.tag, str):

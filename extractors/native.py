@@ -115,23 +115,24 @@ class Measures:
             else:
                 t = c = 0
             o, ol, tl, g = t, 0, 0, 0
-            for kid in el:
-                tail = kid.tail
-                if tail and not tail.isspace():
-                    n = len(tail.strip()) * w
-                    t += n
-                    o += n
-                    c += tail.count(comma) + (tail.count("\u3002") if cjk else 0)
-                k = v.get(kid)
-                if k is None:
-                    continue  # not an element
-                t += k[0]
-                tl += k[1]
-                g += k[5]
-                if k[6] not in _BLOCK:  # inline: its text is part of this block's paragraph
-                    o += k[2]
-                    ol += k[3]
-                    c += k[4]
+            if len(el):  # half the elements are leaves: no child iterator made for them
+                for kid in el:
+                    tail = kid.tail
+                    if tail and not tail.isspace():
+                        n = len(tail.strip()) * w
+                        t += n
+                        o += n
+                        c += tail.count(comma) + (tail.count("\u3002") if cjk else 0)
+                    k = v.get(kid)
+                    if k is None:
+                        continue  # not an element
+                    t += k[0]
+                    tl += k[1]
+                    g += k[5]
+                    if k[6] not in _BLOCK:  # inline: its text is part of this block's paragraph
+                        o += k[2]
+                        ol += k[3]
+                        c += k[4]
             if tag == "a":
                 tl, ol = t, o
             if o >= _MIN_PARAGRAPH and 2 * ol <= o and tag in _BLOCK and tag not in _HEADINGS and \
