@@ -540,7 +540,7 @@ _LISTS = frozenset(("ul", "ol", "dl"))
 
 
 _INLINE = frozenset(("span", "time", "small"))  # pruned only for their class (a span.byline), not their links
-_PRUNED = _BLOCK | _INLINE | {"figure"}
+_JUDGED = (_BLOCK | _INLINE | {"figure"}) - _KEEP  # the tags `_prune` asks `_boilerplate` about
 # Short lines that are page furniture whatever their markup: bylines, datelines, copyright and share
 # lines, "related" and comment-count headings. Only blocks under _SHORT characters are tested.
 _SHORT = 100
@@ -595,14 +595,15 @@ def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
     # against are no evidence: the page's content lives in such markup.
     named_against = any(m.weight(a) < 0 for a in (el, *el.iterancestors()))
     groups = _Groups(el)
-    stack = [k for k in reversed(el) if isinstance(k.tag, str)]
+    # Children as elements only, filtered and reversed in C (no Python test of each child's tag).
+    stack = list(el.iterchildren(etree.Element, reversed=True))
     while stack:  # depth first in page order; a dropped block's descendants are not looked at
         node = stack.pop()
-        if node.tag in _PRUNED and node.tag not in _KEEP and node not in holds_code and \
+        if node.tag in _JUDGED and node not in holds_code and \
                 _boilerplate(node, m, body_chars, named_against, groups, thread, node in quoted):
             _remove(node)
         elif len(node):
-            stack.extend(k for k in reversed(node) if isinstance(k.tag, str))
+            stack.extend(node.iterchildren(etree.Element, reversed=True))
 
 
 # schema.org properties that mark an article's metadata, not its text: headline, byline, dates, dek.
