@@ -256,10 +256,13 @@ class HtmlWriter(MarkdownWriter):
     tables (data tables as Markdown tables, layout tables as blocks), code fenced from the saved copy."""
 
     def inline(self, el) -> str:
+        if not len(el):  # a leaf (most inline elements): its text, no child iterator or join
+            return el.text or ""
         parts = [el.text or ""]
         for child in el:
-            if isinstance(child.tag, str):
-                parts.append(_inline_of(self, child))
+            tag = child.tag
+            if isinstance(tag, str):
+                parts.append(_inline_of(self, child, tag))
             parts.append(child.tail or "")
         return "".join(parts)
 
@@ -349,26 +352,27 @@ class HtmlWriter(MarkdownWriter):
                 if out:
                     parts.append(out)
             elif isinstance(tag, str):
-                run.append(_inline_of(self, child))
+                run.append(_inline_of(self, child, tag))
             run.append(child.tail or "")
         flush()
         return "\n\n".join(parts)
 
 
-def _inline_of(writer: HtmlWriter, child) -> str:
-    if child.tag == "br":
+def _inline_of(writer: HtmlWriter, child, tag: str) -> str:
+    """`tag`: the caller's read of `child.tag` (each read builds a new string)."""
+    if tag == "br":
         return "\n"
-    if child.tag in ("code", "tt", "kbd"):
+    if tag in ("code", "tt", "kbd"):
         inner = child.text_content()
         if "\n" in inner.strip():
             return "\n\n" + writer.fence(child) + "\n\n"
         inner = inner.strip()
         tick = "``" if "`" in inner else "`"
         return f"{tick}{inner}{tick}" if inner else ""
-    if child.tag in _HTML_BLOCKS:  # a block inside inline markup (<a><div>..</div></a>)
+    if tag in _HTML_BLOCKS:  # a block inside inline markup (<a><div>..</div></a>)
         block = writer.block(child)
         return f"\n\n{block}\n\n" if block else "\n"
-    if child.tag == "img":
+    if tag == "img":
         return ""
     return writer.inline(child)
 
