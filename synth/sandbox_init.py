@@ -337,12 +337,20 @@ def main():
     WAKE = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(WAKE[1])
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    pid = os.fork()
+    # "Started" goes out before the fork: the program can exec and be seen (and this supervisor be
+    # killed) before the parent side of a fork is scheduled again, and a kill then read as "the
+    # sandbox did not start" (seen in CI). From here on a missing report means the supervisor was killed.
+    status.write(b"S")
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        status.write(marshal.dumps({"setup_error": f"fork: {exc}"}))
+        _cleanup(job)
+        os._exit(125)
     if pid == 0:
         start_program(cfg, cwd, uid, secret_fd)
     if secret_fd is not None:
         os.close(secret_fd)
-    status.write(b"S")  # started: from now on a missing report means the supervisor was killed
     report = supervise(pid, cfg["watchdog_fd"], time.monotonic() + cfg["timeout_s"] + 10)
     if not cfg["isolate"]:
         try:
