@@ -672,12 +672,19 @@ def _paragraphs(node, m: Measures, total: int) -> bool:
     n = 0
     for el in node.iter():
         found = m.v.get(el)
-        if found is not None and found[2] >= _MIN_PARAGRAPH and 2 * found[3] <= found[2] and found[6] in _BLOCK and \
-                found[6] not in _HEADINGS:
+        if found is not None and _paragraph(found):
             n += 1
             if n >= 2:
                 return True
     return False
+
+
+def _paragraph(found: tuple) -> bool:
+    """A `Measures` tuple of a paragraph: a block (not a heading) of 25+ own characters, at most half
+    of them in links (what `Measures` counts as running text, commas aside)."""
+    return found[2] >= _MIN_PARAGRAPH and 2 * found[3] <= found[2] and found[6] in _BLOCK and found[6] not in _HEADINGS
+
+
 _LINKED_SENTENCE = 0.65
 _OWN_SHARE = 0.8  # a block with this share of its text its own (not in nested blocks) is a paragraph
 
@@ -844,8 +851,7 @@ def _opens_with_link(node, m: Measures, chars: int = _HEADLINE, elsewhere: bool 
         if found[6] == "a":
             if found[0] >= chars and not (elsewhere and (el.get("href") or "#").startswith(("#", "javascript:"))):
                 return True
-        elif found[2] >= _MIN_PARAGRAPH and 2 * found[3] <= found[2] and found[6] in _BLOCK and \
-                found[6] not in _HEADINGS:
+        elif _paragraph(found):
             return False
     return False
 
