@@ -83,9 +83,9 @@ def _forget_assay_caches() -> None:
     """Every pass sees the pages as new: Assay keeps per-process caches keyed by class strings and tag
     names, which a second pass over the same 181 pages would find full (a crawl of many sites would
     not), flattering its later passes."""
-    from assay.extractors import html, math, native
+    from assay.extractors import html, math, native_measure
 
-    for cache in (native._WEIGHTS, native._WORDS, html._CLASS_FLAGS[False], html._CLASS_FLAGS[True],
+    for cache in (native_measure._WEIGHTS, native_measure._WORDS, html._CLASS_FLAGS[False], html._CLASS_FLAGS[True],
                   math._LOCAL_NAMES):
         cache.clear()
 
