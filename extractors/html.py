@@ -331,8 +331,7 @@ def _one_of_cards(article) -> bool:
     """An <article> beside others of its class is one entry of a list (teaser cards, a feed), not
     the page's article, however long its summary."""
     cls = article.get("class")
-    return any(sib.tag == "article" and sib.get("class") == cls for sib in article.itersiblings()) or \
-        any(sib.tag == "article" and sib.get("class") == cls for sib in article.itersiblings(preceding=True))
+    return any(other is not article and other.get("class") == cls for other in article.getroottree().iter("article"))
 
 
 def _main_region(tree, bodies: list):
@@ -426,15 +425,18 @@ def _native(tree, code_blocks, include_comments: bool, posts: list, title: str |
     text, stats = html_to_markdown(select(tree, title=title, ascii_only=ascii_only), code_blocks)
     # Thread page: the selection is mostly one post of many; every post is content (see _precise).
     # Selection and pruning removed nodes, so the posts still in the tree are taken again.
-    if include_comments and posts and (is_thread(text, posts) or _outweighs(posts, text)):
-        region = thread_region(tree, [p for p in posts if _attached(p)])
-        text, stats = html_to_markdown(select(region, keep_all=True, ascii_only=ascii_only), code_blocks)
+    if include_comments and posts:
+        posts_chars = sum(len(p.xpath("string()")) for p in posts)
+        # The posts hold more text than the selection: it missed the thread (a cookie dialog, one answer).
+        if is_thread(text, posts) or posts_chars >= len(text):
+            region = thread_region(tree, [p for p in posts if _attached(p)])
+            posts_text, posts_stats = html_to_markdown(select(region, keep_all=True, ascii_only=ascii_only),
+                                                      code_blocks)
+            # Pruning kept under half of the posts' text, and less than the selection holds: they were
+            # teaser cards beside a short article (a blog's related posts), not a thread.
+            if len(posts_text) >= len(text) or 2 * len(posts_text) >= posts_chars:
+                text, stats = posts_text, posts_stats
     return text, stats
-
-
-def _outweighs(posts: list, text: str) -> bool:
-    """The posts hold more text than the selection: it missed the thread (a cookie dialog, one answer)."""
-    return sum(len(p.xpath("string()")) for p in posts) >= len(text)
 
 
 def _attached(el) -> bool:

@@ -569,3 +569,30 @@ def test_linked_section_headings_of_a_listicle_stay():
     text = native(html)
     assert all(f"Harbour ferry pass number {i}" in text for i in range(5)) and "Item 4." in text
     assert "Council approves" not in text
+
+
+def test_teaser_cards_named_post_beside_a_short_article_do_not_replace_it():
+    # A blog theme's related-post cards carry a post class; together they hold more text than a short
+    # article whose lines are split by <br>. Taken as a thread, pruning empties them (each is a linked
+    # title and a line): the article stands.
+    body = "<br><br>".join(f"Line {i} of the short story. {SENT[:90]}" for i in range(4))
+    cards = "".join(f"<div class='post-item'><div class='post-content'><h3><a href='/p{i}'>Another story "
+                    f"number {i} on this blog</a></h3><a href='/p{i}'>Read this one too, about the "
+                    f"harbour and the bridge {i}</a></div></div>" for i in range(7))
+    html = (f"<html><head><title>Short story</title></head><body>{NAV}<div class='main'><h1>Short story</h1>"
+            f"<div class='post-body'>{body}</div></div><div class='side'>{cards}</div></body></html>")
+    text = native(html)
+    assert "Line 0 of the short story." in text and "Line 3 of the short story." in text
+    assert "Another story number" not in text
+
+
+def test_the_one_long_comment_article_is_not_the_page_article():
+    # Comments each in an <article> of their own class, nested in list items (not siblings), and
+    # only one of them long: the page's article is elsewhere, in <div>s.
+    comments = "".join(f"<li><article class='comment-body'><p>{'Thanks for this. ' * (40 if i == 2 else 3)}"
+                       f"Comment {i}.</p></article></li>" for i in range(4))
+    html = (f"<html><body>{NAV}<div class='entry'><h1>The budget</h1>{paragraphs(8)}</div>"
+            f"<ol class='comment-list'>{comments}</ol></body></html>")
+    for mode in ("native", "precise"):
+        text = extract_html({"html": html, "mode": mode})["text"]
+        assert "Paragraph 0." in text and "Paragraph 7." in text, mode
