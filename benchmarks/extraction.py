@@ -9,6 +9,8 @@
    The magic-html article pages of the split also get token precision/recall against their whole
    ground truth (`magic_article_<split>`; the held-out half is a split never tuned on).
 3. Forum and Q&A threads: the 103 magic-html forum pages, token precision/recall per page.
+   newspaper4k's fixtures (benchmarks/_newspaper_pages.py: its sdist's test pages, fetched into .bench/):
+   token precision/recall, aggregates only (`newspaper_fixtures`; never tuned on, in both splits' runs).
 4. Math and code: formula recall and code recall on magic-html pages with formulas/<pre>, and per
    generated family (benchmarks/extraction_pages.py: real renderers, known LaTeX and code).
 5. Wall time through the CLI (`assay extract html DIR OUT --workers 1`, default params) against a
@@ -275,6 +277,24 @@ def token_scores(pages: dict[str, tuple[str, str]], outs: dict[str, str]) -> dic
     precision, recall = statistics.mean(precisions), statistics.mean(recalls)
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"f1": f1, "precision": precision, "recall": recall}
+
+
+# ---- newspaper4k's fixtures: never tuned on, aggregates only ----------------------------------
+
+def newspaper_section(systems: dict) -> dict:
+    """Token P/R (as the forum and magic-html article pages) of every system on newspaper4k's test
+    pages, interleaved; {"skipped": why} when the pinned sdist cannot be had (no network)."""
+    import _newspaper_pages as fixtures
+
+    try:
+        pages, dropped = fixtures.load()
+    except fixtures.Unavailable as e:
+        return {"skipped": str(e)}
+    outs, rates = timed_interleaved(systems, {k: html for k, (html, _) in pages.items()})
+    return {"source": f"{fixtures.REQUIREMENT} sdist, tests/data/html + tests/data/txt", "sha256": fixtures.SHA256,
+            "truth": "newspaper's expected output (its regression fixtures), not a human label",
+            "pages": len(pages), "dropped": dropped,
+            "systems": {name: dict(token_scores(pages, outs[name]), pages_per_s=rates[name]) for name in systems}}
 
 
 # ---- snippets: must-contain / must-not-contain on real pages ----------------------------------
@@ -636,6 +656,11 @@ def main() -> None:
     for name in systems:
         forum[name][f"{args.split}_half"] = dict(token_scores(split_pages, f_outs[name]), pages=len(split_pages))
 
+    # 3b. newspaper4k's regression fixtures: real news pages in many languages with newspaper's own
+    # expected text. Never tuned on, and not split: every page is in both --split runs. Aggregates only:
+    # no page's output or score is printed or saved, so nobody tuning the selector sees one.
+    newspaper = newspaper_section(systems)
+
     # 4. Math and code: magic-html pages with formulas/<pre>, and every generated family.
     gen_dir = generate(args.split, args.per_family)
     mathcode = {"magic-html": {name: math_code_scores(magic_html_pages(None), fn) for name, fn in systems.items()}}
@@ -676,6 +701,13 @@ def main() -> None:
         h = r[f"{args.split}_half"]
         print(f"{name:32} F1 {r['f1']:.4f}  P {r['precision']:.4f}  R {r['recall']:.4f}   "
               f"{args.split} half ({h['pages']} pages): F1 {h['f1']:.4f}")
+    if "skipped" in newspaper:
+        print(f"\nnewspaper4k fixtures: skipped ({newspaper['skipped']})")
+    else:
+        print(f"\nnewspaper4k fixtures: {newspaper['pages']} real news pages, many languages, never tuned on "
+              "(truth: newspaper's expected output; token P/R per page, averaged; pages per CPU-second)")
+        for name, r in newspaper["systems"].items():
+            print(f"{name:32} F1 {r['f1']:.4f}  P {r['precision']:.4f}  R {r['recall']:.4f}  {r['pages_per_s']:7.1f} pages/s")
     print(f"\nMath and code, generated {args.split} pages ({args.per_family} per family) and magic-html pages")
     print(f"{'family':20} " + " ".join(f"{n[:24]:>26}" for n in names) + "   (formula recall / code recall)")
     fams = list(generated[names[0]])
@@ -710,7 +742,7 @@ def main() -> None:
     results.write_text(json.dumps({
         "split": args.split, "aeb": aeb, "aeb_pages": len(pages), "watchdog": overhead, "snippets": snip,
         "forum": forum, "forum_pages": len(fpages), f"magic_article_{args.split}": article_scores,
-        "math_code": mathcode, "generated": generated,
+        "newspaper_fixtures": newspaper, "math_code": mathcode, "generated": generated,
         "per_family": args.per_family, "cli": cli, "worker_memory": memory,
         "trafilatura_version": trafilatura.__version__, "python": platform.python_version(),
         "machine": platform.machine(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
