@@ -106,9 +106,6 @@ class Measures:
     def good(self, el) -> int:
         return self.v[el][5]
 
-    def commas(self, el) -> int:
-        return self.v[el][4]
-
     def density(self, el) -> float:
         t, links = self.v[el][:2]
         return links / t if t else 0.0

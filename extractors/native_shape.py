@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .native_measure import _BLOCK, _HEADINGS, _HEADLINE, _NOTHING, _SENTENCE_END, Measures, _opens_with_link
+from .native_measure import _BLOCK, _HEADINGS, _HEADLINE, _NOTHING, Measures, _opens_with_link, _sentence
 from .native_prune import _KEEP, _remove
 from .native_title import _TITLE_HEADING, _in_title, _plain, _replies_heading, _title_headline
 
@@ -27,10 +27,10 @@ def _more_heading(el) -> bool:
     return bool(_MORE_HEADING.match(" ".join(el.text_content().split())))
 
 
-def _text_before(node, top, m: Measures, after: bool = False) -> bool:
-    """Running text precedes `node` inside `top` (`after`: follows it)."""
+def _text_before(node, top, m: Measures) -> bool:
+    """Running text precedes `node` inside `top`."""
     while node is not top and node is not None:
-        if any(m.v.get(sib, _NOTHING)[5] for sib in node.itersiblings(preceding=not after)):
+        if any(m.v.get(sib, _NOTHING)[5] for sib in node.itersiblings(preceding=True)):
             return True
         node = node.getparent()
     return False
@@ -125,7 +125,7 @@ def _trim_head(chosen: list, m: Measures, body_chars: int) -> None:
             if tag in _BLOCK and tag not in _HEADINGS and tag not in _KEEP and 0 < total <= _HEAD_SHORT and \
                     not any(m.v.get(k, _NOTHING)[6] in _BLOCK for k in node) and \
                     next(node.iter("pre", "math", "table"), None) is None and \
-                    not _SENTENCE_END.search(node.text_content()):
+                    not _sentence(node):
                 doomed.append(node)  # a leaf block: a line of its own
         else:
             continue
@@ -189,22 +189,22 @@ def _cut_before_headline(chosen: list, m: Measures, title: str, body_chars: int)
     """The article starts at its headline: what the selection holds before the first <h1> that the
     title holds (a section label, a breadcrumb trail, another story's teaser) goes, when it is a
     small share of the text."""
-    key = _plain(title)
-    for el in chosen:
-        h = next(el.iter("h1"), None)
-        if h is None or not _in_title(_plain(h.text_content()), key):
-            return
-        before = []
-        node = h
-        while node is not el:
-            before.extend(node.itersiblings(preceding=True))
-            node = node.getparent()
-        if sum(m.total(b) for b in before) > 0.3 * body_chars or any(
-                next(b.iter("pre", "math", "table"), None) is not None for b in before):
-            return
-        for b in before:
-            _remove(b)
+    if not chosen:
         return
+    el = chosen[0]  # the headline opens the selection's first block, or is not looked for
+    h = next(el.iter("h1"), None)
+    if h is None or not _in_title(_plain(h.text_content()), _plain(title)):
+        return
+    before = []
+    node = h
+    while node is not el:
+        before.extend(node.itersiblings(preceding=True))
+        node = node.getparent()
+    if sum(m.total(b) for b in before) > 0.3 * body_chars or any(
+            next(b.iter("pre", "math", "table"), None) is not None for b in before):
+        return
+    for b in before:
+        _remove(b)
 
 
 def _drop_headline(chosen: list, title: str) -> None:
