@@ -327,11 +327,12 @@ def new_body(tree):
     return etree.SubElement(root, "body")
 
 
-def _one_of_cards(article) -> bool:
-    """An <article> beside others of its class is one entry of a list (teaser cards, a feed), not
-    the page's article, however long its summary."""
+def _one_of_cards(article, articles: list) -> bool:
+    """An <article> with others of its class in the page (`articles`: all of them) is one entry of a
+    list (teaser cards, a feed, reader comments each in a list item), not the page's article,
+    however long its text."""
     cls = article.get("class")
-    return any(other is not article and other.get("class") == cls for other in article.getroottree().iter("article"))
+    return any(other is not article and other.get("class") == cls for other in articles)
 
 
 def _main_region(tree, bodies: list):
@@ -340,8 +341,9 @@ def _main_region(tree, bodies: list):
     `bodies`: the itemprop=articleBody elements `_scan` found (some may have been removed since)."""
     from .threads import in_page
 
-    found = [e for e in tree.iter("article") if len(e.text_content()) > 500]
-    if len(found) == 1 and _one_of_cards(found[0]):
+    articles = list(tree.iter("article"))
+    found = [e for e in articles if len(e.text_content()) > 500]
+    if len(found) == 1 and _one_of_cards(found[0], articles):
         return tree
     if len(found) != 1:
         known: dict = {tree: True}
