@@ -71,7 +71,7 @@ def _flat(s: str) -> str:
 def removed_blocks(before: str, after: str, truth: str) -> list[dict]:
     from assay.extractors.site_boilerplate import split_blocks
 
-    kept = {before[a:b] for a, b in split_blocks(after)} if after else set()
+    kept = {after[a:b] for a, b in split_blocks(after)} if after else set()
     flat_truth = _flat(truth)
     out = []
     for a, b in split_blocks(before):
@@ -112,7 +112,10 @@ def real_section(pages: dict[str, dict], mode: str, sweep: list[dict]) -> dict:
         changed = [k for k in multi if after[k] != texts[k]]
         removed = {k: removed_blocks(texts[k], after[k], pages[k]["truth"]) for k in changed}
         blocks = [b for bs in removed.values() for b in bs]
+        rest = [k for k in multi if k not in set(rejects)]
         run = {"params": params, "after": scores(pages, multi, after), "pages_changed": len(changed),
+               "without_rejected_pages": {"before": scores(pages, rest, texts), "after": scores(pages, rest, after)},
+               "rejected": {k: urls[k] for k in rejects},
                "pages_rejected": len(rejects), "blocks_removed": len(blocks),
                "chars_removed": sum(b["chars"] for b in blocks),
                "blocks_removed_in_truth": sum(b["in_truth"] for b in blocks),

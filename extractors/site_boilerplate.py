@@ -55,7 +55,7 @@ _DIGITS = re.compile(r"\d+")
 
 class SiteBoilerplateParams(Params):
     min_pages: int = Field(3, ge=2, description="A block must be on at least this many of a site's documents")
-    min_share: float = Field(0.5, gt=0, le=1, description="... and on at least this share of the site's documents")
+    min_share: float = Field(0.5, gt=0, le=1, description="A block must also be on at least this share of the site's documents")
     max_block_chars: int = Field(200, ge=1, description="Longer blocks are neither counted nor dropped (bounds the fit's memory)")
 
 
@@ -206,7 +206,7 @@ class SiteBoilerplate(FitApplyStage):
     extraction; code, tables and formulas always stay. Sites are URL hosts; documents without a URL
     pass through; `meta.site_boilerplate` records what went.
 
-    Example: assay extract site_boilerplate runs/x/docs runs/x/unrepeated --min-pages 3
+    Example: assay extract site_boilerplate runs/x/docs runs/x/unrepeated --min-pages 5
     """
 
     Params = SiteBoilerplateParams
