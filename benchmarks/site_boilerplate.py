@@ -168,7 +168,7 @@ def generated_site(n: int = 20) -> tuple[list[str], list[str], list[dict]]:
         article = "".join(f"<p>{_esc(p)}</p>" for p in paras)
         pages.append(f"""<html><head><title>Story {i} - The Gazette</title></head><body>
 <header><a href="/">The Gazette</a><nav><a href="/news">News</a> <a href="/sport">Sport</a> <a href="/opinion">Opinion</a></nav></header>
-<main><article><h1>Story number {i} of the day</h1>
+<main><article><h1>{_esc(" ".join(paras[0].split()[:8]))}</h1>
 <p class="byline">By Thomas Walker | Posted {i % 7 + 1} days ago</p>
 <p>{furniture[1]}</p>
 {article}
@@ -198,6 +198,7 @@ def generated_section(params: dict) -> dict:
     res = {"pages": len(pages), "boilerplate_blocks": artifact["boilerplate_blocks"], "rejected": len(rejects)}
     res["furniture_kept_by_native"] = {f[:40]: sum(f in flat(t) for t in texts.values()) for f in furniture}
     res["furniture_after"] = {f[:40]: sum(f in flat(t) for t in after.values()) for f in furniture}
+    res["headlines_kept"] = sum(t.lstrip().startswith("#") for t in after.values())
     res["byline_kept_by_native"] = sum("Posted" in t for t in texts.values())
     res["byline_after"] = sum("Posted" in t for t in after.values())
     res["code_block_kept"] = sum(CODE in t for t in after.values())
