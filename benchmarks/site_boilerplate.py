@@ -121,8 +121,8 @@ def real_section(pages: dict[str, dict], mode: str, sweep: list[dict]) -> dict:
                "blocks_removed_in_truth": sum(b["in_truth"] for b in blocks),
                "chars_removed_in_truth": sum(b["chars"] for b in blocks if b["in_truth"]),
                "unchanged_outside_multi_page_sites": all(after[k] == texts[k] for k in pages if k not in set(multi))}
-        if params == sweep[0]:
-            run["removed"] = {k: removed[k] for k in sorted(removed)}
+        if params == sweep[0]:  # "T " marks a block whose text is in the page's ground truth
+            run["removed"] = {k: [("T " if b["in_truth"] else "- ") + b["text"][:80] for b in removed[k]] for k in sorted(removed)}
         out["runs"].append(run)
         print(mode, params, run["after"], "changed", len(changed), "blocks", len(blocks),
               "in truth", run["blocks_removed_in_truth"], flush=True)
