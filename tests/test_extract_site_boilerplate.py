@@ -1,0 +1,181 @@
+"""extract.site_boilerplate: blocks a site repeats across its pages go; code, tables, formulas,
+other sites' blocks and documents without a URL stay; an emptied page is a reject; the artifact
+does not depend on the order of the shards; the same rows on the local engine, Spark and Ray."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from assay.extractors.site_boilerplate import SiteBoilerplate, split_blocks
+from assay.pipeline.dataset import Dataset, write_table
+from assay.pipeline.engines import get_engine
+from assay.pipeline.runner import run_stage
+from assay.pipeline.schema import loads_meta, make_docs
+
+NEWSLETTER = "Sign up for our newsletter: the day's stories in your inbox."
+CODE = "```bash\npip install gazette-tools\n\n# then\ngazette --help\n```"
+TABLE = "| plan | price |\n|---|---|\n| basic | 5 |"
+FORMULA = "The rate is $r = k/n$ for every reader."
+BODIES = [
+    "The council voted on the bridge budget after a long night of debate.",
+    "A storm closed the harbour for three days and fishermen stayed home.",
+    "The library reopened with a new wing for children and a reading garden.",
+    "Local runners raised money for the hospital in a race around the lake.",
+    "Farmers reported the best apple harvest in a decade this autumn.",
+]
+
+
+TITLES = ["Bridge budget", "Harbour storm", "Library wing", "Lake race", "Apple harvest"]
+
+
+def page(i: int, *extra: str) -> str:
+    return "\n\n".join([f"# {TITLES[i % len(TITLES)]}", f"Posted {i + 2} days ago", BODIES[i % len(BODIES)], *extra])
+
+
+def site_docs(host: str = "gazette.example", n: int = 4, extra=(NEWSLETTER,)) -> list[dict]:
+    return [{"id": f"{host}-{i}", "text": page(i, *extra), "url": f"https://www.{host}/news/{i}", "source": "t"}
+            for i in range(n)]
+
+
+def fit_apply(rows: list[dict], shards: int = 1, **params):
+    stage = SiteBoilerplate(params)
+    table = make_docs(rows)
+    step = -(-table.num_rows // shards)
+    states = [stage.fit(table.slice(i, step), None) for i in range(0, table.num_rows, step)]
+    artifact = stage.reduce(states)
+    return stage.apply(table, artifact), artifact
+
+
+def by_id(table) -> dict[str, dict]:
+    return {r["id"]: r for r in table.to_pylist()}
+
+
+def test_furniture_on_enough_of_a_sites_pages_goes_and_is_recorded():
+    out, artifact = fit_apply(site_docs(), shards=2)
+    rows = by_id(out)
+    for i in range(4):
+        r = rows[f"gazette.example-{i}"]
+        assert r["reject_reason"] is None
+        assert NEWSLETTER not in r["text"] and "Posted" not in r["text"]  # digits differ: one block
+        assert r["text"] == f"# {TITLES[i]}\n\n{BODIES[i]}"
+        assert loads_meta(r["meta"])["site_boilerplate"] == {"blocks": 2, "chars": len(NEWSLETTER) + len(f"Posted {i + 2} days ago")}
+    assert list(artifact["sites"]) == ["gazette.example"] and len(artifact["sites"]["gazette.example"]) == 2
+
+
+def test_below_min_pages_or_min_share_nothing_goes():
+    rows = site_docs(n=4)
+    for r in rows[2:]:
+        r["text"] = r["text"].replace(NEWSLETTER, "")
+    out, _ = fit_apply(rows, min_pages=3)  # the newsletter is on 2 pages, "Posted ..." on all 4
+    assert all(NEWSLETTER in r["text"] for r in by_id(out).values() if r["id"].endswith(("-0", "-1")))
+    rows = site_docs(n=8)
+    for r in rows[3:]:
+        r["text"] = r["text"].replace(NEWSLETTER, "")
+    out, _ = fit_apply(rows, min_pages=3, min_share=0.5)  # on 3 of 8 pages: under half
+    assert sum(NEWSLETTER in r["text"] for r in by_id(out).values()) == 3
+
+
+def test_code_tables_and_formulas_repeated_on_every_page_stay():
+    out, _ = fit_apply(site_docs(extra=(NEWSLETTER, CODE, TABLE, FORMULA)))
+    for r in by_id(out).values():
+        assert NEWSLETTER not in r["text"]
+        assert CODE in r["text"] and TABLE in r["text"] and FORMULA in r["text"]
+
+
+def test_a_fenced_block_with_blank_lines_is_one_block():
+    text = f"intro\n\n{CODE}\n\noutro"
+    assert [text[a:b] for a, b in split_blocks(text)] == ["intro", CODE, "outro"]
+
+
+def test_another_sites_identical_block_is_counted_for_that_site_alone():
+    """The newsletter is on 2 pages of each of two sites: 4 pages in all, but under min_pages 3 on
+    each site, so it stays everywhere."""
+    rows = site_docs("a.example", n=3) + site_docs("b.example", n=3)
+    for r in rows:
+        if r["id"].endswith("-2"):
+            r["text"] = r["text"].replace(NEWSLETTER, "")
+    out, artifact = fit_apply(rows, min_pages=3, min_share=0.5)
+    assert sum(NEWSLETTER in r["text"] for r in by_id(out).values()) == 4
+    assert sorted(artifact["sites"]) == ["a.example", "b.example"]  # "Posted ..." is on all 3 of each
+
+
+def test_documents_without_a_url_pass_through_untouched():
+    rows = site_docs()
+    loose = [{"id": f"loose-{i}", "text": page(i, NEWSLETTER), "url": None, "source": "t"} for i in range(4)]
+    out, _ = fit_apply(rows + loose)
+    table = make_docs(rows + loose)
+    before = by_id(table)
+    for r in by_id(out).values():
+        if r["id"].startswith("loose"):
+            assert r["text"] == before[r["id"]]["text"] and r["meta"] == before[r["id"]]["meta"]
+            assert r["reject_reason"] is None
+
+
+def test_a_page_of_nothing_but_furniture_is_a_reject_with_its_text():
+    rows = site_docs()
+    rows.append({"id": "tag-page", "text": f"Posted 1 days ago\n\n{NEWSLETTER}\n", "url": "https://gazette.example/tag/x", "source": "t"})
+    out, _ = fit_apply(rows)
+    r = by_id(out)["tag-page"]
+    assert r["reject_reason"] == "site_boilerplate" and "gazette.example" in r["reject_detail"]
+    assert r["text"] == rows[-1]["text"]
+
+
+def test_blocks_longer_than_the_limit_are_neither_counted_nor_dropped():
+    long_blurb = "About us. " * 30  # 300 characters
+    out, _ = fit_apply(site_docs(extra=(long_blurb.strip(),)), max_block_chars=200)
+    assert all(long_blurb.strip() in r["text"] for r in by_id(out).values())
+
+
+def test_the_artifact_is_the_same_whatever_the_order_of_the_shards():
+    """The contract: reduce gets partial states in shard order and must be deterministic. Combined
+    in any order and grouping, the states of three shards give the same artifact, byte for byte."""
+    stage = SiteBoilerplate({"min_pages": 2})
+    rows = site_docs("a.example", n=3) + site_docs("b.example", n=4) + [dict(site_docs("c.example", n=1)[0])]
+    table = make_docs(rows)
+    states = [stage.fit(table.slice(i, 3), None) for i in range(0, table.num_rows, 3)]
+    artifacts = set()
+    for perm in itertools.permutations(states):
+        artifacts.add(json.dumps(stage.reduce(list(perm)), sort_keys=True))
+        artifacts.add(json.dumps(stage.reduce([stage.combine(list(perm[:2])), perm[2]]), sort_keys=True))
+    assert len(artifacts) == 1
+    assert json.loads(artifacts.pop())["documents"] == 8
+
+
+def _corpus() -> list[dict]:
+    rows = site_docs("a.example", n=5, extra=(NEWSLETTER, CODE)) + site_docs("b.example", n=3)
+    rows += [{"id": "tag-page", "text": f"Posted 1 days ago\n\n{NEWSLETTER}", "url": "https://a.example/tag", "source": "t"},
+             {"id": "loose", "text": page(0, NEWSLETTER), "url": None, "source": "t"}]
+    return rows
+
+
+def _rows(path, rejects=False):
+    ds = Dataset(path)
+    table = ds.read_rejects() if rejects else ds.read()
+    return sorted(table.to_pylist(), key=lambda r: r["id"])
+
+
+def test_through_the_runner_on_the_local_engine(tmp_path):
+    src = write_table(make_docs(_corpus()), tmp_path / "in", shards=3)
+    result = run_stage(SiteBoilerplate({}), [src], tmp_path / "out", engine=get_engine("local", {"workers": 2}))
+    counts = result.manifest["counts"]
+    assert counts["rows_in"] == 10 and counts["rows_out"] == 9 and counts["rows_rejected"] == 1
+    kept = {r["id"]: r for r in _rows(tmp_path / "out")}
+    assert all(NEWSLETTER not in kept[f"a.example-{i}"]["text"] and CODE in kept[f"a.example-{i}"]["text"] for i in range(5))
+    assert all("Posted" not in kept[f"b.example-{i}"]["text"] for i in range(3))
+    assert NEWSLETTER in kept["loose"]["text"]
+    assert [(r["id"], r["reject_reason"]) for r in _rows(tmp_path / "out", rejects=True)] == [("tag-page", "site_boilerplate")]
+    artifact = json.loads((tmp_path / "out" / "_artifacts" / "fit.json").read_text())
+    assert sorted(artifact["sites"]) == ["a.example", "b.example"]
+
+
+@pytest.mark.parametrize("engine", [pytest.param("spark", marks=pytest.mark.spark), pytest.param("ray", marks=pytest.mark.ray)])
+def test_same_rows_rejects_and_artifact_on_spark_and_ray(tmp_path, engine, request):
+    src = write_table(make_docs(_corpus()), tmp_path / "in", shards=3)
+    run_stage(SiteBoilerplate({}), [src], tmp_path / "local", engine=get_engine("local", {"workers": 2}))
+    run_stage(SiteBoilerplate({}), [src], tmp_path / engine, engine=request.getfixturevalue(f"{engine}_engine"))
+    for rejects in (False, True):
+        assert _rows(tmp_path / engine, rejects) == _rows(tmp_path / "local", rejects)
+    fit = lambda name: (tmp_path / name / "_artifacts" / "fit.json").read_bytes()  # noqa: E731
+    assert fit(engine) == fit("local")
