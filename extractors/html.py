@@ -1,14 +1,17 @@
 """HTML → Markdown-ish text with math as LaTeX and code fenced.
 
-Two paths over one preparation step:
+Three modes over one preparation step:
 
 * prepare: decode (HTTP/meta charset, else charset-normalizer), parse with lxml, rewrite every
   formula to `$tex$`/`$$tex$$` text (`math.py`), turn every code listing into a plain `<pre>`
   (`code.py`: line-number tables, `<br>` code boxes, textareas), remember each `<pre>` block verbatim
   with its language, and drop script/style/svg/iframe/form nodes so the extractor has less tree to walk.
-* `precise` (default): trafilatura's main-content selection in its fast mode (no readability/jusText
+* `native` (default): Assay's own main-content selector (`native.py`: paragraphs score, the best
+  container is chosen and pruned; no trafilatura), written out by `markdown.HtmlWriter`.
+* `precise`: trafilatura's main-content selection in its fast mode (no readability/jusText
   fallback; on the AEB benchmark that is both faster *and* more accurate than its default), written
   out by our own Markdown writer (`markdown.py`): code blocks come back verbatim from the saved copy.
+  The default before `native`; kept for comparison and for pages where trafilatura's rules are wanted.
 * `fast`: resiliparse's main-content text on the prepared tree (about 10× faster, lower precision),
   for bulk crawls where throughput matters more than the last points of F1.
 
@@ -446,7 +449,8 @@ def _attached(el) -> bool:
 
 
 def extract_html(item: dict[str, Any]) -> dict[str, Any]:
-    """One document: {'html': str|bytes, 'charset': str|None, 'mode', 'include_comments'} →
+    """One document: {'html': str|bytes, 'charset': str|None, 'mode' (native, precise or fast; default
+    native), 'include_comments'} →
     {'text', 'title', 'meta'}; text '' when nothing was found. An optional 'math_passes' (from
     `math.math_passes` on the decoded page) spares the scan: a reader computes it while its
     extraction child is busy with the page before."""
@@ -457,7 +461,7 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
             utf8 = html.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate
             pass
-    mode = item.get("mode", "precise")
+    mode = item.get("mode", "native")
     tree, n_math, code_blocks, title, posts = _prepare(html, item.get("math_passes"), utf8, mode == "native")
     if tree is None:
         return {"text": "", "title": None, "meta": {"charset": charset}}
@@ -468,7 +472,7 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
                               html.isascii() and "&#" not in html)  # no character reference to a CJK letter
     else:
         text, stats = _precise(tree, code_blocks, item.get("include_comments", True), posts)
-    meta: dict[str, Any] = {"charset": charset, "extractor": f"assay-{item.get('mode', 'precise')}"}
+    meta: dict[str, Any] = {"charset": charset, "extractor": f"assay-{mode}"}
     if stats is not None:
         meta.update(
             math=stats.math + n_math, code_blocks=stats.code_blocks, tables=stats.tables,

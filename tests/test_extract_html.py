@@ -465,3 +465,27 @@ def test_html_files_batched_rows_match_the_per_file_reader(tmp_path, monkeypatch
         table, counts = _run(ExtractHtmlFiles({"paths": [str(pages)], "max_bytes": 20_000}))
         assert table.to_pylist() == expected
         assert (counts.rows_in, counts.bytes_in) == (generic_counts.rows_in, generic_counts.bytes_in) == (7, counts.bytes_in)
+
+
+def test_the_default_mode_is_native_and_a_run_made_before_the_change_is_not_reused(tmp_path):
+    """`mode=native` became the default (it was `precise`): a page or a stage that names no mode gets
+    native, and a stage's identity holds the default it ran with, so an output the old default made
+    is stale for a recipe that names no mode (rerun, not skipped as if nothing changed)."""
+    from assay.pipeline.runner import fingerprint, run_stage
+
+    assert extract_html({"html": PAGE.encode()}) == extract_html({"html": PAGE.encode(), "mode": "native"})
+    assert extract_html({"html": PAGE.encode()})["meta"]["extractor"] == "assay-native"
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "page.html").write_text(PAGE)
+
+    def stage(**params):
+        return ExtractHtmlFiles({"paths": [str(tmp_path / "in" / "*.html")], "isolate": False, **params})
+
+    assert stage().params.mode == "native"
+    assert fingerprint(stage(), []) == fingerprint(stage(mode="native"), []) != fingerprint(stage(mode="precise"), [])
+    out = tmp_path / "out"
+    before = run_stage(stage(mode="precise"), [], out, owner="recipe")  # what the old default wrote
+    assert run_stage(stage(mode="precise"), [], out, owner="recipe").skipped  # the same params: reused
+    again = run_stage(stage(), [], out, owner="recipe")
+    assert not again.skipped and again.manifest["fingerprint"] != before.manifest["fingerprint"]
+    assert again.manifest["params"]["mode"] == "native"
