@@ -170,6 +170,9 @@ def test_through_the_runner_on_the_local_engine(tmp_path):
     assert sorted(artifact["sites"]) == ["a.example", "b.example"]
 
 
+# slow: a Spark session and a Ray cluster of this file's own (about 30 s); the fit-then-apply machinery
+# on both engines is in the fast suite through quality.tiers.
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", [pytest.param("spark", marks=pytest.mark.spark), pytest.param("ray", marks=pytest.mark.ray)])
 def test_same_rows_rejects_and_artifact_on_spark_and_ray(tmp_path, engine, request):
     src = write_table(make_docs(_corpus()), tmp_path / "in", shards=3)
