@@ -131,11 +131,11 @@ def real_section(pages: dict[str, dict], mode: str, sweep: list[dict]) -> dict:
 
 
 def state_size(texts: dict[str, str]) -> dict:
-    from assay.extractors.site_boilerplate import countable
+    from assay.extractors.site_boilerplate import countable, split_blocks
 
     res = {}
     for limit in (200, 500, 1000, 2000, 10**9):
-        per_page = [len({h for _, h in countable(t, limit)}) for t in texts.values()]
+        per_page = [len({h for _, h in countable(t, split_blocks(t), limit)}) for t in texts.values()]
         mean = sum(per_page) / len(per_page)
         res[str(limit) if limit < 10**9 else "none"] = {"entries_per_page": round(mean, 1),
                                                         "mb_per_million_pages": round(mean * 16 * 1e6 / 2**20)}

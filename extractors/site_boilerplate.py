@@ -110,13 +110,13 @@ def block_hash(block: str) -> int:
     return xxhash.xxh3_64_intdigest(normalise(block).encode("utf-8", "surrogatepass"))
 
 
-def countable(text: str, max_chars: int) -> list[tuple[tuple[int, int], int]]:
-    """The blocks of `text` this stage may count or drop, with their hashes."""
+def countable(text: str, spans: list[tuple[int, int]], max_chars: int) -> list[tuple[int, int]]:
+    """(index into `spans`, hash) of the blocks of `text` this stage may count or drop."""
     out = []
-    for a, b in split_blocks(text):
+    for i, (a, b) in enumerate(spans):
         block = text[a:b]
         if b - a <= max_chars and not protected(block):
-            out.append(((a, b), block_hash(block)))
+            out.append((i, block_hash(block)))
     return out
 
 
@@ -189,7 +189,7 @@ def fit_table(table: pa.Table, max_chars: int) -> dict:
         if i == len(docs):
             docs.append(0)
         docs[i] += 1
-        hashes = {h for _, h in countable(text, max_chars)}
+        hashes = {h for _, h in countable(text, split_blocks(text), max_chars)}
         site_ids.extend([i] * len(hashes))
         blocks.extend(hashes)
     order = sorted(where, key=where.get)  # names by first-seen index; merge_states sorts them
@@ -255,8 +255,7 @@ class SiteBoilerplate(FitApplyStage):
             drop_hashes = lookup.get(url_domain(url) or "") if text else None
             if drop_hashes:
                 spans = split_blocks(text)
-                drop = {i for i, (a, b) in enumerate(spans)
-                        if b - a <= self.params.max_block_chars and not protected(text[a:b]) and block_hash(text[a:b]) in drop_hashes}
+                drop = {i for i, h in countable(text, spans, self.params.max_block_chars) if h in drop_hashes}
                 if drop:
                     chars = sum(spans[i][1] - spans[i][0] for i in drop)
                     self.stats.count("blocks_removed", len(drop))
