@@ -390,8 +390,9 @@ def _classify(r: Result, report: dict, started: bool, timed_out: bool, flooded: 
     elif not report:
         r.verdict, r.note = "killed", "the sandbox's supervisor was killed before the program ended"
     # The kernel's check of RLIMIT_CPU and the rusage the supervisor reads do not agree to the
-    # millisecond (0.997 s read for a 1 s limit here; a loaded CI machine read a real limit as below
-    # 0.95 s): a tenth of the limit is the slack. A program that signals itself early stays `killed`.
+    # millisecond (0.997 s read for a 1 s limit here; under a loaded full-suite run a real limit was
+    # read below 0.95 s, the verdict `killed`): a tenth of the limit is the slack. A program that
+    # signals itself early stays `killed`.
     elif sig in (signal.SIGXCPU, signal.SIGKILL) and (r.cpu_s or 0) >= 0.9 * cpu_limit:
         r.verdict, r.limit = "timeout", "cpu"
     elif sig:
