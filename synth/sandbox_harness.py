@@ -8,11 +8,14 @@ only: it runs inside the sandbox (as a job file) with the program's interpreter.
 The tests run in their own process; `import MODULE` there gives a stand-in whose every use is
 answered by a second process that imported the real solution. Values cross as plain data (None,
 bool, int, float, complex, str, bytes, range, and lists, tuples, sets, dicts and dict views of them;
-Fraction and Decimal too), rebuilt in the tests' process with the builtin types, so every comparison
+Fraction, Decimal and enum members too), rebuilt in the tests' process with the builtin types (an
+enum member as an `EnumValue`, equal by enum and member name), so every comparison
 the tests make runs the tests' own types. Anything else stays in the solution's process and is held
 through a reference, which the tests' process alone decides what may be done with (the solution's
 process runs the solution's code: whatever it claims about an object is not believed):
 
+* a dataclass instance a function returns crosses with its fields as plain data: they can be read,
+  and two such results (or one and an object the tests built) compare field by field, here;
 * a function's (or method's, or operator's) result is plain data or something only to iterate over:
   an object it returns answers no operator, method or comparison, so a result that claims to equal
   anything, to be within `eps` of anything (`__sub__`/`__abs__`), to contain anything or to start
@@ -98,6 +101,7 @@ class Channel:
         self.objects: dict[int, list] = {}  # id -> [object, references handed out and not yet released]
         self.released: list[int] = []
         self.lock = threading.RLock()  # one exchange at a time (tests may use threads); callbacks nest
+        self.module: str | None = None  # the solution's module (its side): enum members are looked up there
 
     # values
     def encode(self, x, depth: int = 0):
@@ -140,9 +144,18 @@ class Channel:
             return {MARK: "fraction", "v": [sub(int(x.numerator)), sub(int(x.denominator))]}
         if decimal is not None and isinstance(x, decimal.Decimal):
             return {MARK: "decimal", "v": str(decimal.Decimal.__str__(x))}
+        if isinstance(x, EnumValue):
+            return {MARK: "enum", "type": x.enum, "name": x.name, "v": sub(x.value)}
+        enum = sys.modules.get("enum")
+        if enum is not None and isinstance(x, enum.Enum):
+            return {MARK: "enum", "type": str(type(x).__name__)[:80], "name": str(x.name), "v": sub(x.value)}
         key = id(x)
         self.objects.setdefault(key, [x, 0])[1] += 1
-        return {MARK: "ref", "side": self.side, "id": key, "type": str(type(x).__name__)[:80]}
+        ref = {MARK: "ref", "side": self.side, "id": key, "type": str(type(x).__name__)[:80]}
+        dataclasses = sys.modules.get("dataclasses")
+        if dataclasses is not None and not isinstance(x, type) and dataclasses.is_dataclass(x):
+            ref["fields"] = [[str(f.name), sub(getattr(x, f.name))] for f in dataclasses.fields(x)]
+        return ref
 
     def decode(self, x, kind=RESULT):
         """Rebuild a value with the builtin types; references of the other side's become stand-ins
@@ -159,7 +172,8 @@ class Channel:
             if kind is PLAIN:
                 self.released.append(int(x["id"]))
                 raise _NotPlain(str(x.get("type", "object"))[:80])
-            return Remote._make(self, int(x["id"]), kind, str(x.get("type", "object"))[:80])
+            fields = {str(k): sub(val) for k, val in x["fields"]} if isinstance(x.get("fields"), list) else None
+            return Remote._make(self, int(x["id"]), kind, str(x.get("type", "object"))[:80], fields)
         if tag == "tuple":
             return tuple(map(sub, v))
         if tag == "namedtuple":
@@ -176,6 +190,13 @@ class Channel:
             return dict(tuple(sub(pair)) for pair in v).items()
         if tag == "range":
             return range(*(_exact(sub(i), int) for i in v))
+        if tag == "enum":
+            if self.side == "s":  # back in the solution's process: its own member again
+                cls = getattr(sys.modules.get(self.module or ""), str(x["type"]), None)
+                member = getattr(cls, "__members__", {}).get(str(x["name"])) if isinstance(cls, type) else None
+                if member is not None:
+                    return member
+            return EnumValue(str(x["type"]), str(x["name"]), sub(v))
         if tag == "int":
             return int(v, 16)
         if tag == "complex":
@@ -270,6 +291,40 @@ class Channel:
             self.answer(self._receive())
 
 
+class EnumValue:
+    """An enum member of the solution's, as plain data: equal to a member of the same enum and name."""
+
+    __slots__ = ("enum", "name", "value")
+
+    def __init__(self, enum: str, name: str, value):
+        object.__setattr__(self, "enum", enum)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "value", value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("an enum member is read-only")
+
+    def __eq__(self, other):
+        return isinstance(other, EnumValue) and (self.enum, self.name) == (other.enum, other.name)
+
+    def __hash__(self):
+        return hash((self.enum, self.name))
+
+    def __repr__(self):
+        return f"<{self.enum}.{self.name}: {self.value!r}>"
+
+    def __str__(self):
+        return f"{self.enum}.{self.name}"
+
+
+def _fields(obj):
+    import dataclasses
+
+    if isinstance(obj, type) or not dataclasses.is_dataclass(obj):
+        return None
+    return [[f.name, getattr(obj, f.name)] for f in dataclasses.fields(obj)]
+
+
 def _exact(value, cls):
     if type(value) is not cls:
         raise ValueError(f"expected {cls.__name__}")
@@ -305,14 +360,23 @@ class Remote:
     plain data, allowed what its kind allows (see the module's docstring). In the solution's process:
     a callable the tests passed (only calling it works)."""
 
-    __slots__ = ("_channel", "_id", "_kind", "_type", "__weakref__")
+    __slots__ = ("_channel", "_id", "_kind", "_type", "_fields", "__weakref__")
 
     @classmethod
-    def _make(cls, channel: Channel, key: int, kind=RESULT, type_name: str = "object"):
+    def _make(cls, channel: Channel, key: int, kind=RESULT, type_name: str = "object", fields: dict | None = None):
         proxy = object.__new__(cls if channel.side == "t" else Callback)
-        for name, value in (("_channel", channel), ("_id", key), ("_kind", kind), ("_type", type_name)):
+        for name, value in (("_channel", channel), ("_id", key), ("_kind", kind), ("_type", type_name),
+                            ("_fields", fields)):
             object.__setattr__(proxy, name, value)
         return proxy
+
+    def _record(self):
+        """A dataclass instance's (type, fields) as plain data: what its last crossing held for a
+        result, asked again for an object the tests hold (its fields may have changed since)."""
+        if self._kind == OBJECT:
+            fields = self._do("fields")
+            return (self._type, tuple((k, v) for k, v in fields)) if fields is not None else None
+        return (self._type, tuple(self._fields.items())) if self._fields is not None else None
 
     def _do(self, op: str, *args, kind=RESULT):
         return self._channel.request(op, self, *args, kind=kind)[0]
@@ -336,6 +400,8 @@ class Remote:
             pass
 
     def __getattr__(self, name):
+        if self._kind == RESULT and self._fields is not None and name in self._fields:
+            return self._fields[name]  # a dataclass result's field, as it crossed
         kind = _ATTRIBUTE_KIND.get(self._kind, False)
         if kind is False:  # an AttributeError: hasattr() and the like probe with getattr
             self._refuse(f"read .{name} of", AttributeError)
@@ -394,6 +460,10 @@ def _compare(name, symbol):
     def method(self, other):  # a solution object compares only with objects the tests built
         if isinstance(other, Remote) and self._kind == other._kind == OBJECT:
             return self._do(name, other, kind=PLAIN)
+        if name in ("eq", "ne") and isinstance(other, Remote) and RESULT in (self._kind, other._kind):
+            mine, theirs = self._record(), other._record()  # dataclasses: field by field, here
+            if mine is not None and theirs is not None:
+                return (mine == theirs) == (name == "eq")
         if name in ("eq", "ne"):
             return NotImplemented  # equal only to itself
         self._refuse(f"compared with `{symbol}`")
@@ -480,7 +550,7 @@ _OPS = {
     "delitem": operator.delitem, "isinstance": lambda cls, obj: isinstance(obj, cls),
     "issubclass": lambda cls, sub: issubclass(sub, cls), "dir": lambda obj: sorted(dir(obj)),
     "index": operator.index, "int": int, "float": float, "round": round, "divmod": divmod,
-    "enter": lambda obj: type(obj).__enter__(obj), "exit": lambda obj, *exc: type(obj).__exit__(obj, *exc),
+    "fields": _fields, "enter": lambda obj: type(obj).__enter__(obj), "exit": lambda obj, *exc: type(obj).__exit__(obj, *exc),
     "neg": operator.neg, "pos": operator.pos, "abs": abs, "invert": operator.invert,
     **{name: getattr(operator, name) for name in ("eq", "ne", "lt", "le", "gt", "ge")},
     **{name: getattr(operator, name + "_" if name in ("and", "or") else name) for name in _BINARY},
@@ -612,7 +682,9 @@ def run_tests(tests_file: str, module: str) -> None:
 
 def serve(module: str) -> None:
     rfd, wfd = (int(fd) for fd in os.environ.pop("ASSAY_HARNESS_FDS").split(","))
-    Channel(rfd, wfd, "s", _serve_solution).serve_forever()
+    channel = Channel(rfd, wfd, "s", _serve_solution)
+    channel.module = module
+    channel.serve_forever()
 
 
 if __name__ == "__main__":

@@ -75,6 +75,9 @@ ATTACKS = {  # name -> (the wrong solution's body after LIAR, the tests a right 
                                           "from solution import norm\nassert norm('A  b') == norm('a B')\n"),
     "a_liar_inside_what_is_iterated": ("def primes(n):\n    return iter([Liar(), Liar()])\n",
                                        "from solution import primes\nassert 7 in primes(10)\n"),
+    "a_liar_inside_a_dataclass": ("from dataclasses import dataclass\n@dataclass\nclass Result:\n    value: object\n"
+                                  "def area(r):\n    return Result(Liar())\n",
+                                  "from solution import area, Result\nassert area(1.0) == Result(3.14159)\n"),
     "the_solutions_process_rewrites_the_harness": (
         "import sys\nharness = sys.modules['__main__']\nplain = harness.Channel.encode\n"
         "def encode(self, x, depth=0):\n"
@@ -88,6 +91,8 @@ RIGHT = {
     "primes": "def primes(n):\n    return [p for p in range(2, n) if all(p % d for d in range(2, p))]\n",
     "greet": "def greet(name):\n    return f'Hello, {name}!'\n",
     "Solution": "import math\nclass Solution:\n    def area(self, r):\n        return math.pi * r * r\n",
+    "Result": "import math\nfrom dataclasses import dataclass\n@dataclass\nclass Result:\n    value: object\n"
+              "def area(r):\n    return Result(round(math.pi * r * r, 5))\n",
     "Circle": "import math\nclass Circle:\n    def __init__(self, r):\n        self.r = r\n"
               "    @property\n    def area(self):\n        return math.pi * self.r ** 2\n",
     "norm": "def norm(s):\n    return ' '.join(s.lower().split())\n",
@@ -98,7 +103,7 @@ RIGHT_FOR = {"abs_sub": "area", "assert_almost_equal": "area", "contains": "prim
              "property_of_an_object": "Circle", "class_posing_as_a_function": "area",
              "stop_iteration_all_map": "is_prime", "stop_iteration_loop_over_map": "is_prime",
              "results_compared_with_each_other": "norm", "a_liar_inside_what_is_iterated": "primes",
-             "the_solutions_process_rewrites_the_harness": "area"}
+             "the_solutions_process_rewrites_the_harness": "area", "a_liar_inside_a_dataclass": "Result"}
 
 
 def _verdict(code: str, tests: str) -> dict:
@@ -125,8 +130,24 @@ def test_what_was_refused_says_why():
 
 
 LEGIT = """
+import enum
 from collections import namedtuple
+from dataclasses import dataclass
 from fractions import Fraction
+class Suit(enum.Enum):
+    HEARTS = 1
+    SPADES = 2
+@dataclass
+class Span:
+    start: int
+    end: int
+    def width(self):
+        return self.end - self.start
+def span_of(text, word):
+    at = text.index(word)
+    return Span(at, at + len(word))
+def suit(n):
+    return Suit.HEARTS if n % 2 else Suit.SPADES
 Card = namedtuple("Card", "rank suit")
 class Counter:
     def __init__(self, start=0):
@@ -197,6 +218,8 @@ assert words("a b").__len__() == 2 and words("hello world")[0].startswith("hel")
 assert total(Node(1, Node(2, Node(3)))) == 6 and Node(5).next is None and Node(1, Node(2)).val == 1
 assert letters() == {"a", "b"} and evens(7) == range(0, 7, 2) and evens(7)[-1] == 6
 assert half() == Fraction(1, 2) and half() * 2 == 1 and dict(pairs_of({"b": 2, "a": 1})) == {"a": 1, "b": 2}
+assert span_of("a bc", "bc") == Span(2, 4) and span_of("a bc", "bc").end == 4 and Span(2, 4).width() == 2
+assert span_of("ab", "a") != span_of("ab", "b") and suit(1) == Suit.HEARTS and suit(2).name == "SPADES"
 assert all(map(lambda n: fraction(n, 1) == n, [1, 2, 3]))
 
 class T(unittest.TestCase):
@@ -218,7 +241,8 @@ print("legit tests passed")
 def test_legitimate_solutions_still_pass_everything_ordinary_tests_do():
     """Objects the tests build from the solution's classes keep their methods, operators and
     attributes; functions' results, generators, zips, ranges, dict views, fractions, namedtuples,
-    exceptions, StopIteration from an iterator's own next() and callbacks work."""
+    dataclass instances (fields compared here), enum members, exceptions, StopIteration from an
+    iterator's own next() and callbacks work."""
     verdict = _verdict(LEGIT, LEGIT_TESTS)
     assert verdict["verdict"] == "ok", verdict["stderr_tail"]
     assert "legit tests passed" in verdict["stdout_tail"]
