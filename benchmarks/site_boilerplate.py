@@ -13,6 +13,10 @@ pages does to extraction scores, against the extraction alone, in one run.
 3. A generated site of 20 pages: the same header, byline, newsletter blurb, related links and footer
    around different article bodies (AEB ground-truth texts), one sentence shared by two articles and
    one code block on every page. Checked: furniture native keeps is removed, article text stays.
+4. Generated worked-problems sites (issue 46), one per answer style ("#### N", "Answer: N", "The
+   answer is N."): 18 GSM8K test problems with their worked solutions, and the same furniture (a
+   bio, a pointer to more problems) on every page; and a drill site of 20 pages that differ only in
+   their numbers. Checked: answer lines kept, furniture removed, no page emptied.
 
 Run:  python benchmarks/site_boilerplate.py   (writes benchmarks/results/site_boilerplate.json)
 """
@@ -211,6 +215,52 @@ def generated_section(params: dict) -> dict:
     return res
 
 
+ANSWER_STYLES = {"hashes": "#### {}", "answer_colon": "Answer: {}", "the_answer_is": "The answer is {}."}
+# Furniture native extraction keeps (it drops dated bylines and sign-up blurbs itself)
+FURNITURE = ("More problems like this one are in our weekly practice sheets for grade school.",
+             "Thomas Walker is a staff writer covering maths education and homework help.")
+
+
+def math_site(style: str, n: int = 18) -> tuple[dict[str, str], dict[str, str]]:
+    """n pages of worked GSM8K problems, the final line in one style: key -> HTML, key -> answer line.
+    The furniture is in plain paragraphs, so extraction keeps it."""
+    problems = [json.loads(line) for line in (DATA.parent / "decontam" / "gsm8k" / "test.jsonl").open()][:n]
+    pages, answers = {}, {}
+    for i, item in enumerate(problems):
+        *steps, final = item["answer"].split("\n")
+        answer = ANSWER_STYLES[style].format(final.removeprefix("#### ").strip())
+        key = f"{style}/{i:02d}"
+        answers[key] = answer
+        pages[key] = (f"<html><head><title>Problem {i + 1}</title></head><body><main><article>"
+                      f"<h1>{_esc(' '.join(item['question'].split()[:6]))}</h1>"
+                      f"<p>Posted on 2024-03-{i % 28 + 1:02d} at {i % 12 + 1}:15 pm</p><p>{_esc(item['question'])}</p>"
+                      + "".join(f"<p>{_esc(re.sub(r'<<[^>]*>>', '', step))}</p>" for step in steps)
+                      + f"<p>{_esc(answer)}</p>" + "".join(f"<p>{f}</p>" for f in FURNITURE)
+                      + "</article></main></body></html>")
+    return pages, answers
+
+
+def numeric_section(params: dict) -> dict:
+    from assay.extractors.html import extract_html
+
+    out = {}
+    for style in ANSWER_STYLES:
+        pages, answers = math_site(style)
+        texts = {k: extract_html({"html": h, "mode": "native"})["text"] for k, h in pages.items()}
+        after, _, rejects = run_stage(texts, {k: f"https://{style.replace('_', '-')}.example/{k}" for k in texts}, params)
+        out[style] = {"pages": len(pages), "answer_line_in_native": sum(answers[k] in texts[k] for k in texts),
+                      "answer_line_kept": sum(answers[k] in after[k] for k in texts),
+                      "furniture_in_native": sum(f in t for t in texts.values() for f in FURNITURE),
+                      "furniture_after": sum(f in t for t in after.values() for f in FURNITURE),
+                      "rejected": len(rejects)}
+    drills = {f"d{i:02d}": f"Compute {i + 2} x {i + 3}.\n\nAnswer: {(i + 2) * (i + 3)}" for i in range(20)}
+    after, _, rejects = run_stage(drills, {k: f"https://drill.example/{k}" for k in drills}, params)
+    out["pages_differing_only_in_numbers"] = {"pages": len(drills), "rejected": len(rejects),
+                                              "unchanged": sum(after[k] == drills[k] for k in drills)}
+    print("numeric", out, flush=True)
+    return out
+
+
 def main() -> None:
     from assay.extractors.site_boilerplate import SiteBoilerplateParams
 
@@ -221,7 +271,7 @@ def main() -> None:
               ({"min_share": 1.0}, {"max_block_chars": 500}, {"max_block_chars": 1000}, {"max_block_chars": 10**6})]
     sweep.append(default)
     result = {"real": {mode: real_section(pages, mode, sweep) for mode in ("native", "precise")},
-              "defaults": default, "generated": generated_section(default)}
+              "defaults": default, "generated": generated_section(default), "numeric": numeric_section(default)}
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {RESULTS}")

@@ -10,8 +10,12 @@ article text does not. This stage is a fit-then-apply stage:
   pass through untouched.
 * a *block* is a blank-line-separated block of the Markdown `text` (a fenced code block is one block,
   blank lines inside it included). A block is counted under a normalised form (case-folded,
-  whitespace collapsed, every run of digits one symbol: "Posted 3 days ago" and "Posted 15 days ago"
-  are one block) hashed to 64 bits. Fenced code, Markdown tables and blocks holding a formula (`$..$`,
+  whitespace collapsed) hashed to 64 bits. Numbers are part of it: "Answer: 72" on one page and
+  "Answer: 35" on another are two blocks, and pages that differ only in their numbers differ.
+  Only timestamps collapse to one symbol, as they are the numbers a byline or a pager's furniture
+  carries: dates (2024-03-01, 01.03.2024, 03/01/2024, March 1, 2024, 1 March 2024, 2024年3月1日,
+  2024년 3월 1일), a clock time that has seconds or am/pm or follows a date, and "N days ago" (any
+  unit): "Posted 3 days ago" and "Posted 15 days ago" are one block. Fenced code, Markdown tables and blocks holding a formula (`$..$`,
   `$$`, `\\(..\\)`, `\\[..\\]`) are never counted nor dropped: they repeat legitimately (the same
   `pip install` line on every page of a project's documentation). Blocks longer than
   `max_block_chars` are neither counted nor dropped either: this bounds the fit's state (below).
@@ -50,7 +54,17 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _FORMULA = re.compile(r"\$\$|\\\(|\\\[|\\begin\{|(?<![\\$\w])\$(?=\S)[^$\n]+?(?<=[^\s\\])\$(?!\w)")
 _SPACE = re.compile(r"\s+")
-_DIGITS = re.compile(r"\d+")
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|"
+          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+_CLOCK = r"\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\b\.?)?"
+_DATE = (r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}"
+         rf"|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}|\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH},?\s+\d{{4}}"
+         r"|\d{4}\s*[年년]\s*\d{1,2}\s*[月월](?:\s*\d{1,2}\s*[日일])?")
+_TIMESTAMP = re.compile(
+    rf"(?<![\w.])(?:(?:{_DATE})(?:,?\s+(?:at\s+)?{_CLOCK})?|\d{{1,2}}:\d{{2}}:\d{{2}}(?:\s*[ap]\.?m\b\.?)?"
+    r"|\d{1,2}:\d{2}\s*[ap]\.?m\b\.?"
+    r"|\d+\s*(?:s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|weeks?|mos?|months?|y|yrs?|years?)"
+    r"\s+ago\b)(?![\w.]\w)", re.I)
 
 
 class SiteBoilerplateParams(Params):
@@ -101,7 +115,8 @@ def protected(block: str) -> bool:
 
 
 def normalise(block: str) -> str:
-    return _DIGITS.sub("0", _SPACE.sub(" ", block).strip().casefold())
+    """Case-folded, whitespace collapsed, every timestamp one symbol; other numbers kept."""
+    return _TIMESTAMP.sub("\x00", _SPACE.sub(" ", block).strip().casefold())
 
 
 def block_hash(block: str) -> int:
@@ -210,6 +225,7 @@ class SiteBoilerplate(FitApplyStage):
     """
 
     Params = SiteBoilerplateParams
+    version = "2"  # 2: numbers other than timestamps are part of a block (issue 46)
     batch_rows = 2_000
 
     def fit(self, table: pa.Table, state: Any) -> Any:

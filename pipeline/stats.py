@@ -3,7 +3,8 @@
 Every kind merges exactly, so the merge over shards equals one pass over the whole dataset:
 counters and sums add; fixed-bin histograms add bin by bin; the quantile sketch is a log-bucketed
 sketch with relative accuracy `alpha` (DDSketch's idea: bucket i holds values in (g^(i-1), g^i]
-with g = (1+alpha)/(1-alpha)), whose bucket counts add. Report sections and calibration read these
+with g = (1+alpha)/(1-alpha)), whose bucket counts add; samples (a few examples for a report, plain
+JSON items) keep the first `limit` in shard order, as one pass would. Report sections and calibration read these
 from manifests instead of re-reading the corpus.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Stats:
         self.counters: dict[str, float] = {}
         self.histograms: dict[str, dict[str, Any]] = {}
         self.sketches: dict[str, dict[str, Any]] = {}
+        self.samples: dict[str, dict[str, Any]] = {}
 
     def count(self, name: str, n: float = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n
@@ -56,6 +58,16 @@ class Stats:
         slot = self.sketches.setdefault(name, _empty_sketch())
         _sketch_add(slot, values[keep], w)
 
+    def sample(self, name: str, item: dict[str, Any], limit: int) -> None:
+        """Keep `item` (JSON data) as an example under `name` while fewer than `limit` are kept."""
+        slot = self.samples.setdefault(name, {"limit": int(limit), "items": []})
+        if len(slot["items"]) < slot["limit"]:
+            slot["items"].append(item)
+
+    def wants_sample(self, name: str, limit: int) -> bool:
+        slot = self.samples.get(name)
+        return slot is None or len(slot["items"]) < min(slot["limit"], limit)
+
     def to_json(self) -> dict[str, Any] | None:
         out: dict[str, Any] = {}
         if self.counters:
@@ -64,6 +76,8 @@ class Stats:
             out["histograms"] = dict(sorted(self.histograms.items()))
         if self.sketches:
             out["sketches"] = dict(sorted(self.sketches.items()))
+        if self.samples:
+            out["samples"] = dict(sorted(self.samples.items()))
         return out or None
 
 
@@ -158,6 +172,9 @@ def merge_stats(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None
         for name, sketch in part.get("sketches", {}).items():
             sketches = out.setdefault("sketches", {})
             sketches[name] = _merge_sketch(sketches[name], sketch) if name in sketches else sketch
+        for name, slot in part.get("samples", {}).items():
+            kept = out.setdefault("samples", {}).setdefault(name, {"limit": slot["limit"], "items": []})
+            kept["items"] = kept["items"] + slot["items"][: max(0, kept["limit"] - len(kept["items"]))]
     for group in out.values():  # canonical order: equal statistics give equal manifests
         for name in list(group):
             group[name] = group.pop(name)

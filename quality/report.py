@@ -42,6 +42,26 @@ def _score_plot(hists: dict, title: str) -> str:
     return img(fig, f"{title}: score histograms")
 
 
+def _pii(counters: dict, samples: dict) -> str:
+    """Matches and documents per type, then the stage's masked examples: the match's shape (letters
+    x, digits 0) in its context, and what the text became."""
+    pii = sorted((k.split(".", 1)[1], v) for k, v in counters.items() if k.startswith("pii."))
+    if not pii:
+        return ""
+    code = int(counters.get("pii_code_docs", 0))
+    out = ("<p>PII found" + (f" ({code:,} code documents: string literals and comments only)" if code else "") + "</p>"
+           + _table(["type", "matches", "documents"],
+                    [(k, f"{int(v):,}", f"{int(counters.get(f'pii_docs.{k}', 0)):,}") for k, v in pii]))
+    rows = [(name.split(".", 1)[1], item["before"], item["after"])
+            for name, slot in sorted(samples.items()) if name.startswith("pii.") for item in slot["items"]]
+    if rows:
+        cells = "".join(f"<tr><td>{html.escape(kind)}</td><td><pre>{html.escape(before)}</pre></td>"
+                        f"<td><pre>{html.escape(after)}</pre></td></tr>" for kind, before, after in rows)
+        out += ("<p>PII examples: the match masked (letters x, digits 0) in its context, and the text after</p>"
+                f"<table class=\"pii-examples\"><tr><th>type</th><th>before (masked)</th><th>after</th></tr>{cells}</table>")
+    return out
+
+
 def stage_section(manifest: dict) -> str:
     stats = manifest.get("statistics") or {}
     counters = stats.get("counters", {})
@@ -60,10 +80,7 @@ def stage_section(manifest: dict) -> str:
         n = counters["code.docs"]
         parts.append(f"<p>Code rules over {int(n):,} code files</p>"
                      + _table(["rule", "files", "rate"], [(r, f"{int(v):,}", f"{v / n:.1%}") for r, v in code if v]))
-    pii = sorted((k.split(".", 1)[1], v) for k, v in counters.items() if k.startswith("pii."))
-    if pii:
-        parts.append("<p>PII found</p>" + _table(["type", "matches", "documents"],
-                                                 [(k, f"{int(v):,}", f"{int(counters.get(f'pii_docs.{k}', 0)):,}") for k, v in pii]))
+    parts.append(_pii(counters, stats.get("samples", {})))
     tiers: dict[str, dict[str, float]] = {}
     for key, value in counters.items():
         if key.startswith("tier_tokens."):

@@ -242,7 +242,8 @@ def extract_code(text: str, language: str = "python") -> str | None:
 
 def code_tests(text: str, tests: str, limits=None, isolation: str = "auto") -> tuple[Check, dict | None]:
     """Run `tests` against the candidate's code (importable as `solution`) in the sandbox, each in a
-    process of its own: the solution cannot pass by exiting early or by what it prints."""
+    process of its own: the solution cannot pass by exiting early, by what it prints, or by returning
+    objects that answer the tests' comparisons (see sandbox_harness.py)."""
     from . import sandbox
 
     code = extract_code(text)

@@ -77,6 +77,53 @@ def test_below_min_pages_or_min_share_nothing_goes():
     assert sum(NEWSLETTER in r["text"] for r in by_id(out).values()) == 3
 
 
+def _math_site(n: int = 18) -> list[dict]:
+    """A worked-problems site: each page its own problem, the same furniture, and an answer line in
+    one of three styles whose number differs from page to page."""
+    styles = ["Answer: {}", "#### {}", "The answer is {}."]
+    rows = []
+    for i in range(n):
+        a, b = 3 * i + 7, 5 * i + 11
+        text = "\n\n".join([f"# Problem {i + 1}", f"Tom has {a} apples and buys {b} more. How many apples does he have?",
+                             f"He has {a} + {b} = {a + b} apples.", styles[i % 3].format(a + b), NEWSLETTER])
+        rows.append({"id": f"math-{i}", "text": text, "url": f"https://math.example/p/{i}", "source": "t"})
+    return rows
+
+
+def test_answer_lines_whose_numbers_differ_from_page_to_page_stay():
+    """Numbers are what tells such blocks apart: "Answer: 72" on one page and "Answer: 35" on
+    another are two blocks, not one repeated 18 times (issue 46: all 18 answer lines went)."""
+    rows = _math_site()
+    out, artifact = fit_apply(rows)
+    kept = by_id(out)
+    for r in rows:
+        answer = r["text"].split("\n\n")[3]
+        assert kept[r["id"]]["reject_reason"] is None
+        assert answer in kept[r["id"]]["text"] and r["text"].split("\n\n")[0] in kept[r["id"]]["text"]
+        assert NEWSLETTER not in kept[r["id"]]["text"]
+    assert len(artifact["sites"]["math.example"]) == 1  # the newsletter alone
+
+
+def test_pages_that_differ_only_in_their_numbers_are_not_emptied():
+    rows = [{"id": f"drill-{i}", "text": f"Compute {i + 2} x {i + 3}.\n\nAnswer: {(i + 2) * (i + 3)}",
+             "url": f"https://drill.example/{i}", "source": "t"} for i in range(20)]
+    out, artifact = fit_apply(rows)
+    assert [r["reject_reason"] for r in out.to_pylist()] == [None] * 20
+    assert [r["text"] for r in out.to_pylist()] == [r["text"] for r in rows]
+    assert artifact["sites"] == {}
+
+
+def test_timestamps_still_count_as_one_block():
+    """Dates, clock times and "N days ago" are what a byline's numbers are: they still collapse."""
+    stamps = ["Posted on 2024-03-0{} at 10:1{} am", "Updated March {}, 2024 1{}:05:00", "기사입력 :[ 2018-08-2{} 15:2{} ]"]
+    for stamp in stamps:
+        rows = site_docs(extra=(NEWSLETTER,))
+        for i, r in enumerate(rows):
+            r["text"] += "\n\n" + stamp.format(i + 1, i)
+        kept = by_id(fit_apply(rows)[0])
+        assert all(stamp[:6] not in kept[r["id"]]["text"] for r in rows), stamp
+
+
 def test_code_tables_and_formulas_repeated_on_every_page_stay():
     out, _ = fit_apply(site_docs(extra=(NEWSLETTER, CODE, TABLE, FORMULA)))
     for r in by_id(out).values():
