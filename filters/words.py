@@ -114,9 +114,33 @@ def _spaced_text(text: str, lang: str | None, korean: bool) -> str:
         pattern = runs[kind]
         if not pattern.search(text):
             continue
-        split = segmenter(kind)
-        text = pattern.sub(lambda m: " " + " ".join(split(m.group(0))) + " ", text)
+        text = _segment_runs(text, pattern, segmenter(kind), _SEPARATOR.get(kind, "\n"))
     return text
+
+
+# What the runs are joined by for one segmenter call: a character no run holds that the segmenter
+# returns as a word of its own (MeCab drops line breaks, keeps a full stop).
+_SEPARATOR = {"ja": "\u3002"}
+
+
+def _segment_runs(text: str, pattern, split: Callable[[str], list[str]], sep: str) -> str:
+    """`text` with each run of `pattern` replaced by its words, spaced. The runs go to the segmenter
+    joined by `sep`, in one call (a call per run cost more than the segmenting), and come back split
+    at it; should the count not match, each run is segmented alone."""
+    runs = pattern.findall(text)
+    words = split(sep.join(runs))
+    pieces, current = [], []
+    for w in words:
+        if w == sep:
+            pieces.append(current)
+            current = []
+        elif w.strip():
+            current.append(w)
+    pieces.append(current)
+    if len(pieces) != len(runs):  # a segmenter that dropped a line break: one call per run
+        pieces = [split(run) for run in runs]
+    it = iter(pieces)
+    return pattern.sub(lambda m: " " + " ".join(next(it)) + " ", text)
 
 
 def needs_segmenting(texts: pa.Array, korean: bool = False) -> np.ndarray:
