@@ -5,6 +5,7 @@
     python benchmarks/dedup.py rensa --docs 150000     # the command line vs rensa, whole processes, one core
     python benchmarks/dedup.py memory --docs 1000000   # peak RSS of the local plan on short docs
     python benchmarks/dedup.py spark --docs 1000000    # the same job on Spark with 1 GiB of memory
+    python benchmarks/dedup.py cjk                     # planted copies in Chinese and Japanese, characters vs words
 
 Every mode prints a table and merges its figures into benchmarks/results/dedup.json. The corpus is
 built from the real documents in ../shared/data (articles, Python files, MATH, GSM8K): documents
@@ -28,6 +29,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
+if not DATA.exists():  # a worktree one level deeper than the main checkout
+    DATA = ROOT.parents[1] / "shared" / "data"
 RESULTS = ROOT / "benchmarks" / "results" / "dedup.json"
 VENV = ROOT / ".bench" / "dedup-venv"
 PARAMS = {"ngram": 5, "num_perm": 112, "bands": 14, "rows": 8}
@@ -431,6 +434,100 @@ def mode_quality(args) -> dict:
     return out
 
 
+def cjk_paragraphs(lang: str, min_chars: int = 120) -> list[str]:
+    """Paragraphs (consecutive lines merged up to `min_chars`) of the Chinese or Japanese documents in
+    ../shared/data: magic-html and aeb main texts identified as `lang` by lid.176, and the UDHR page
+    of pdf-dev's ground truth (udhr-cmn / udhr-jpn)."""
+    import fasttext
+
+    from assay.extractors.langid import model_path
+
+    lid = fasttext.load_model(str(model_path()))
+    texts = [t for _, t in real_texts_cjk()]
+    texts = [t for t in texts if lid.predict(" ".join(t[:2000].split()), k=1)[0][0] == f"__label__{lang}"]
+    texts.append((DATA / "pdf-dev" / "gt" / {"zh": "udhr-cmn.md", "ja": "udhr-jpn.md"}[lang]).read_text())
+    out = []
+    for text in texts:
+        buf = ""
+        for line in (ln.strip() for ln in text.splitlines()):
+            buf += line
+            if len(buf) >= min_chars:
+                out.append(buf)
+                buf = ""
+    return list(dict.fromkeys(out))
+
+
+def real_texts_cjk() -> list[tuple[str, str]]:
+    from assay.dedup.evaluate import real_texts
+
+    return [(s, t) for s, t in real_texts(DATA) if s in ("aeb", "magic-html-article", "magic-html-forum")]
+
+
+def plant_words(base: list[str], rates: list[float], copies: int, seed: int):
+    """Planted copies of CJK paragraphs: each segmented word substituted, deleted or followed by an
+    inserted word with probability `rate` (the words of filters/words.py, joined back without spaces)."""
+    import regex
+
+    from assay.dedup.evaluate import Planted
+    from assay.filters.words import spaced
+
+    import pyarrow as pa
+
+    tokens = [t.split() for t in spaced(pa.array(base)).to_pylist()]
+    cjk = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]")
+    vocab = sorted({w for ws in tokens for w in ws if cjk.search(w)})
+    rng = np.random.default_rng(seed)
+
+    def join(ws):
+        out = ""
+        for w in ws:
+            out += ("" if not out or (cjk.search(out[-1]) or cjk.match(w)) else " ") + w
+        return out
+
+    texts, origin, rate = list(base), list(range(len(base))), [np.nan] * len(base)
+    for r in rates:
+        for i in rng.choice(len(base), size=min(copies, len(base)), replace=False).tolist():
+            ws = []
+            for w in tokens[i]:
+                d, op, pick = rng.random(), int(rng.integers(0, 3)), vocab[int(rng.integers(0, len(vocab)))]
+                ws += [w] if d >= r else [pick] if op == 0 else [w, pick] if op == 1 else []
+            texts.append(join(ws))
+            origin.append(i)
+            rate.append(r)
+    order = rng.permutation(len(texts))
+    return Planted([texts[i] for i in order], np.asarray(origin)[order], np.asarray(rate, dtype=float)[order])
+
+
+def mode_cjk(args) -> dict:
+    """Planted near-duplicates of Chinese and Japanese paragraphs, found with character shingles
+    (the default) and with word shingles (`segment: true`): recall over pairs whose exact Jaccard (in
+    the shingles the run used) is >= 0.8, and pair precision, as `quality` measures English."""
+    from assay.dedup.evaluate import distinct_texts, score
+    from assay.pipeline.dataset import Dataset
+
+    rates = [0.01, 0.02, 0.03, 0.05, 0.1, 0.2]
+    out = {}
+    work = Path(tempfile.mkdtemp(prefix="dedup-cjk-"))
+    try:
+        for lang in ("zh", "ja"):
+            base = distinct_texts(cjk_paragraphs(lang))
+            planted = plant_words(base, rates, min(args.copies, len(base)), args.seed)
+            write_corpus(planted.texts, work / lang, 4)
+            out[lang] = {"base_documents": len(base), "documents": len(planted.texts)}
+            for label, seg in (("characters (default)", False), ("words (segment: true)", True)):
+                run_assay(work / lang, work / f"{lang}-out", segment=seg)
+                got = score(planted, Dataset(work / f"{lang}-out").read(columns=["dup_group"]).column("dup_group").to_pylist(),
+                            PARAMS["ngram"], segmented=seg)
+                out[lang][label] = got
+                print(f"{lang} {label:24} {len(base)} base docs: recall(J>=0.8) {got['recall_jaccard_ge_0.8']} over "
+                      f"{got['pairs_jaccard_ge_0.8']} pairs; precision {got['precision']} over {got['predicted_pairs']} pairs")
+                print("   per edit rate: " + "  ".join(f"{r}: J {v['mean_jaccard']:.2f} recall {v['recall']:.2f}"
+                                                     for r, v in got["per_edit_rate"].items()))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
 def mode_memory(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="dedup-mem-"))
     try:
@@ -482,7 +579,7 @@ def mode_spark(args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["quality", "speed", "rensa", "memory", "spark"])
+    ap.add_argument("mode", choices=["quality", "speed", "rensa", "memory", "spark", "cjk"])
     ap.add_argument("--docs", type=int, default=100_000)
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--copies", type=int, default=300, help="quality: planted copies per edit rate")
@@ -491,7 +588,8 @@ def main() -> None:
     ap.add_argument("--skip-datatrove", action="store_true")
     ap.add_argument("--spark-memory", default="1g")
     args = ap.parse_args()
-    modes = {"quality": mode_quality, "speed": mode_speed, "rensa": mode_rensa, "memory": mode_memory, "spark": mode_spark}
+    modes = {"quality": mode_quality, "speed": mode_speed, "rensa": mode_rensa, "memory": mode_memory, "spark": mode_spark,
+             "cjk": mode_cjk}
     result = modes[args.mode](args)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     all_results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}

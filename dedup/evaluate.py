@@ -81,16 +81,17 @@ def plant(base: list[str], rates: list[float], copies_per_rate: int, seed: int =
     return Planted([texts[i] for i in order], np.asarray(origin)[order], np.asarray(rate, dtype=float)[order])
 
 
-def score(planted: Planted, groups: list[str], ngram: int = 5) -> dict:
-    """Recall per edit rate (copy grouped with its original), recall for pairs with Jaccard >= 0.8,
-    and pair precision (fraction of implied same-group pairs that share an origin)."""
+def score(planted: Planted, groups: list[str], ngram: int = 5, segmented: bool = False) -> dict:
+    """Recall per edit rate (copy grouped with its original), recall for pairs with Jaccard >= 0.8
+    (of shingles as the stage made them: `segmented` or not), and pair precision (fraction of
+    implied same-group pairs that share an origin)."""
     groups = list(groups)
     base_pos = {int(o): i for i, (o, r) in enumerate(zip(planted.origin, planted.rate)) if np.isnan(r)}
     copies = [i for i, r in enumerate(planted.rate) if not np.isnan(r)]
     pair_a = [base_pos[int(planted.origin[i])] for i in copies]
     texts = pa.array(planted.texts, pa.string())
-    sets_a = shingle_sets(texts.take(pa.array(pair_a, pa.int64())), ngram)
-    sets_b = shingle_sets(texts.take(pa.array(copies, pa.int64())), ngram)
+    sets_a = shingle_sets(texts.take(pa.array(pair_a, pa.int64())), ngram, segmented)
+    sets_b = shingle_sets(texts.take(pa.array(copies, pa.int64())), ngram, segmented)
     sims = np.array([jaccard(a, b) for a, b in zip(sets_a, sets_b)])
     found = np.array([groups[a] == groups[b] for a, b in zip(pair_a, copies)])
     rates = planted.rate[copies]

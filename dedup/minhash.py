@@ -26,7 +26,7 @@ import pyarrow as pa
 from .hashing import single_array, splitmix64, string_buffers
 from .kernels import densify, oph_signatures
 from .shingles import Shingles
-from .tokens import class_table, lower, lower_table
+from .tokens import lower, segment, tables
 
 _KEY_MULT = np.uint64(0xA24BAED4963EE407)
 _EMPTY = np.uint32(0xFFFFFFFF)  # an empty bin (a real minimum equal to it, p = 2^-32, is refilled alike)
@@ -116,19 +116,19 @@ class MinHasher:
         _densify_numpy(sig, probe)
         return sig
 
-    def text_signatures(self, texts: pa.Array, ngram: int) -> tuple[np.ndarray, np.ndarray]:
+    def text_signatures(self, texts: pa.Array, ngram: int, segmented: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(signatures, shingles per document) of texts, the same as
-        `signatures(shingle_texts(texts, ngram))`, computed by the compiled kernel (kernels.py)."""
+        `signatures(shingle_texts(texts, ngram, segmented))`, computed by the compiled kernel (kernels.py)."""
         k = self.num_perm
         a, b, probe = _oph_params(k, self.seed)
-        tables = class_table(), lower_table()
-        texts = single_array(texts)
+        tables_ = tables(segmented)
+        texts = segment(single_array(texts), segmented)
         offsets, data = string_buffers(texts)
-        sig, counts, compat = oph_signatures(data, offsets, *tables, ngram, a, b, k)
+        sig, counts, compat = oph_signatures(data, offsets, *tables_, ngram, a, b, k)
         rows = np.flatnonzero(compat)
         if len(rows):  # rows with code points NFKC changes: normalise them and sign them again
             offsets, data = string_buffers(lower(texts.take(pa.array(rows)), np.arange(len(rows))))
-            sig[rows], counts[rows], _ = oph_signatures(data, offsets, *tables, ngram, a, b, k)
+            sig[rows], counts[rows], _ = oph_signatures(data, offsets, *tables_, ngram, a, b, k)
         densify(sig, probe)
         return sig, counts
 

@@ -1,6 +1,6 @@
 """`dedup.minhash`: near-duplicate detection with MinHash-LSH.
 
-Word n-gram shingles (character n-grams for scripts without spaces) over normalised text, 64-bit
+Word n-gram shingles (character n-grams for scripts without spaces, or their words with `segment`) over normalised text, 64-bit
 shingle hashes, `num_perm` permutations, `bands` x `rows` banding; documents sharing a band key are
 candidates, verified by exact Jaccard (`verify_threshold`, on by default), then joined into
 connected components.
@@ -32,6 +32,12 @@ class MinHashParams(DedupParams):
         "threshold ~(1/bands)^(1/rows). 14x8: J=0.6 0.21, 0.7 0.57, 0.75 0.77, 0.8 0.92, 0.85 0.99, 0.9 1.00.",
     )
     seed: int = Field(1, description="Seed of the permutations: same seed, same signatures, every engine.")
+    segment: bool = Field(
+        False,
+        description="Shingle words, not characters, of Chinese, Japanese and Thai: their text is cut into "
+        "words by dictionary segmenters (filters/words.py: jieba, MeCab/UniDic, PyThaiNLP) before shingling, "
+        "so `ngram` counts words in every script. Changes the groups (and the stage's identity).",
+    )
     verify_threshold: float | None = Field(
         VERIFY_THRESHOLD, ge=0.0, le=1.0,
         description="Keep only candidate pairs whose exact shingle Jaccard is at least this (null, or 0 "
@@ -79,7 +85,7 @@ class MinHashDedup(DedupStage):
 
     def batch_keys(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         hasher = self.hasher
-        sig, counts = hasher.text_signatures(table.column("text"), self.params.ngram)
+        sig, counts = hasher.text_signatures(table.column("text"), self.params.ngram, self.params.segment)
         return hasher.band_keys(sig), counts > 0
 
     @property
@@ -89,4 +95,4 @@ class MinHashDedup(DedupStage):
     def verify_pairs(self, texts: pa.Array, ia: np.ndarray, ib: np.ndarray) -> np.ndarray | None:
         if self.params.verify_threshold is None:
             return None
-        return pairs_jaccard(texts, ia, ib, self.params.ngram) >= self.params.verify_threshold
+        return pairs_jaccard(texts, ia, ib, self.params.ngram, self.params.segment) >= self.params.verify_threshold

@@ -62,13 +62,15 @@ def shingle(tokens: Tokens, n: int) -> Shingles:
     return Shingles(np.insert(full, out_off[short] - np.arange(len(short)), short_hash), out_off)
 
 
-def shingle_texts(texts: pa.Array, n: int) -> Shingles:
-    return shingle(tokenize(texts), n)
+def shingle_texts(texts: pa.Array, n: int, segmented: bool = False) -> Shingles:
+    """Shingles of n tokens; `segmented`: tokens are the words of Chinese, Japanese and Thai, not
+    their characters (see tokens.tokenize)."""
+    return shingle(tokenize(texts, segmented), n)
 
 
-def shingle_sets(texts: pa.Array, n: int) -> list[np.ndarray]:
+def shingle_sets(texts: pa.Array, n: int, segmented: bool = False) -> list[np.ndarray]:
     """Sorted unique shingle hashes per document: the sets exact Jaccard is computed on."""
-    sh = shingle_texts(texts, n)
+    sh = shingle_texts(texts, n, segmented)
     return [np.unique(sh.hashes[a:b]) for a, b in zip(sh.offsets[:-1], sh.offsets[1:])]
 
 

@@ -33,7 +33,11 @@ _SOLO_RANGES = [
     (0x3040, 0x30FF), (0x31F0, 0x31FF), (0xFF66, 0xFF9F),  # Hiragana, Katakana
     (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x323AF),  # Han
 ]
+# With word segmentation (filters/words.py puts spaces between words), these are WORD: the
+# segmenter's words are the tokens. Lao, Khmer and Myanmar have no segmenter and stay SOLO.
+_SEGMENTED_RANGES = [(0x0E00, 0x0E7F)] + _SOLO_RANGES[6:]  # Thai, then Han and kana
 _table: np.ndarray | None = None
+_word_table: np.ndarray | None = None
 _lower: np.ndarray | None = None
 CHUNK_BYTES = 1 << 20  # text per NumPy pass (text_chunks)
 
@@ -45,6 +49,34 @@ def class_table() -> np.ndarray:
     if _table is None:
         _table, _ = _cached_tables()
     return _table
+
+
+def word_class_table() -> np.ndarray:
+    """class_table() for segmented text: Han, kana and Thai letters are WORD (their flags kept)."""
+    global _word_table
+    if _word_table is None:
+        table = class_table().copy()
+        for lo, hi in _SEGMENTED_RANGES:
+            block = table[lo : hi + 1]
+            solo = (block & 3) == SOLO
+            block[solo] = block[solo] & ~np.uint8(3)
+        _word_table = table
+    return _word_table
+
+
+def tables(segmented: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(class table, lower table) for the compiled kernels; segmented: see word_class_table."""
+    return (word_class_table() if segmented else class_table()), lower_table()
+
+
+def segment(texts: pa.Array, segmented: bool) -> pa.Array:
+    """The texts as the tokenizer reads them: with segmentation, spaces between the words of the
+    scripts written without them (filters/words.py)."""
+    if not segmented:
+        return texts
+    from assay.filters.words import spaced
+
+    return spaced(texts)
 
 
 def lower_table() -> np.ndarray:
@@ -127,7 +159,7 @@ def lower(texts: pa.Array, nfkc_rows: np.ndarray | None = None) -> pa.Array:
     return out
 
 
-def _inside(b: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _inside(b: np.ndarray, offsets: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(inside, split points, bytes of rows holding COMPAT code points) of the byte buffer `b`.
 
     inside[k]: byte k belongs to a WORD or SOLO code point. Split points are positions strictly
@@ -150,7 +182,7 @@ def _inside(b: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray,
         for k in (1, 2, 3):
             follow = b[np.minimum(multi + k, last)].astype(np.int32) & 0x3F
             cp = np.where(n > k, (cp << 6) | follow, cp)
-        cls = class_table()[np.minimum(cp, 0x10FFFF)]
+        cls = table[np.minimum(cp, 0x10FFFF)]
         compat = multi[(cls & COMPAT) != 0]
         cls &= 3
         sep = np.flatnonzero(cls == SEP)
@@ -175,14 +207,14 @@ class Tokens:
     offsets: np.ndarray  # int64[n+1]
 
 
-def _spans(low: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _spans(low: pa.Array, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(data, starts, ends, doc offsets into the token list, rows holding COMPAT code points);
     starts/ends index `data`, the row bytes only (a slice's parent buffer is not touched)."""
     offsets, data = string_buffers(low)
     lo, hi = int(offsets[0]), int(offsets[-1])
     b = data[lo:hi]
     offsets = offsets - lo
-    inside, splits, compat = _inside(b, offsets)
+    inside, splits, compat = _inside(b, offsets, table)
     compat_rows = np.searchsorted(offsets, compat, side="right") - 1  # ascending
     compat_rows = compat_rows[np.concatenate([compat_rows[:1] >= 0, compat_rows[1:] != compat_rows[:-1]])]
     # Tokens are the runs of inside bytes: padded with outside bytes on both sides, the changes of
@@ -199,16 +231,19 @@ def _spans(low: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     return b, starts, ends, np.searchsorted(starts, offsets).astype(np.int64), compat_rows
 
 
-def tokenize(texts: pa.Array) -> Tokens:
+def tokenize(texts: pa.Array, segmented: bool = False) -> Tokens:
     """Token hashes per document. NFKC runs only on the rows that hold a code point it would change
     (found from the class table), and their tokens are spliced in: the same tokens as NFKC on
-    every row, at a fraction of the cost."""
-    data, starts, ends, off, rows = _spans(lower(texts))
+    every row, at a fraction of the cost. `segmented`: words of Chinese, Japanese and Thai are
+    tokens (filters/words.py), not their characters."""
+    texts = segment(texts, segmented)
+    table = tables(segmented)[0]
+    data, starts, ends, off, rows = _spans(lower(texts), table)
     tok = Tokens(hash_spans(data, starts, ends), off)
     if len(rows) == 0:
         return tok
     sub_texts = texts.take(pa.array(rows)) if not isinstance(texts, pa.ChunkedArray) else texts.combine_chunks().take(pa.array(rows))
-    data, starts, ends, sub_off, _ = _spans(lower(sub_texts, np.arange(len(rows))))
+    data, starts, ends, sub_off, _ = _spans(lower(sub_texts, np.arange(len(rows))), table)
     sub = Tokens(hash_spans(data, starts, ends), sub_off)
     counts = np.diff(tok.offsets)
     counts[rows] = np.diff(sub.offsets)

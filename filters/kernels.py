@@ -173,11 +173,11 @@ def _decode(data, i):
 @njit(cache=True)
 def _class_counts(data, offsets, table):
     n = len(offsets) - 1
-    out = np.zeros((n, 4), dtype=np.float64)  # letters, numbers, upper, spaces
+    out = np.zeros((n, 5), dtype=np.float64)  # letters, numbers, upper, spaces, marks
     for d in range(n):
         i = offsets[d]
         end = offsets[d + 1]
-        letters = numbers = upper = spaces = 0
+        letters = numbers = upper = spaces = marks = 0
         while i < end:
             cp, k = _decode(data, i)
             i += k
@@ -190,18 +190,21 @@ def _class_counts(data, offsets, table):
                 numbers += 1
             elif f & 8:
                 spaces += 1
+            elif f & 16:
+                marks += 1
         out[d, 0] = letters
         out[d, 1] = numbers
         out[d, 2] = upper
         out[d, 3] = spaces
+        out[d, 4] = marks
     return out
 
 
 def class_counts(text: pa.Array) -> dict[str, np.ndarray]:
-    """Per document: counts of \\pL, \\pN, \\p{Lu} and \\s characters, in one pass over the bytes."""
+    """Per document: counts of \\pL, \\pN, \\p{Lu}, \\s and \\pM characters, in one pass over the bytes."""
     data, offsets = utf8_buffers(text)
     out = _class_counts(data, offsets, class_table())
-    return {"letters": out[:, 0], "numbers": out[:, 1], "upper": out[:, 2], "spaces": out[:, 3]}
+    return {"letters": out[:, 0], "numbers": out[:, 1], "upper": out[:, 2], "spaces": out[:, 3], "marks": out[:, 4]}
 
 
 @njit(cache=True, inline="always")

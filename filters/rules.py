@@ -4,6 +4,10 @@ Each rule compares one `sig_` column with a threshold. `filter.rules` writes whi
 hits (`rules_hit`, `rules_hit_count`) and the heuristic pass fraction `quality_heuristics`; it rejects
 only when asked (`drop: true`). Rules known to misfire on mathematics and code (MiMo §2.1) are bypassed
 per content type, or for documents the signals show to be math- or code-heavy.
+
+Thresholds are per language: with a `lang` column, a row of a calibrated language takes that
+language's thresholds (languages.py; calibrate.py derives them), a row of another language its
+writing system's, and English and unidentified rows the published ones below.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from pydantic import Field, field_validator
 
 from assay.pipeline.stage import MapStage, Params, register, set_column, with_rejects
 
+from . import textops as T
 from .kernels import DUP_NS, TOP_NS
 
 # name: (signal, comparison, default threshold, family). A rule hits when `signal <op> threshold`.
@@ -65,6 +70,11 @@ class RulesParams(Params):
                     "sig_math_density / sig_code_lines reach math_density / code_lines")
     math_density: float = Field(0.08, ge=0, description="sig_math_density at or above which a document counts as math")
     code_lines: float = Field(0.2, ge=0, le=1, description="sig_code_lines at or above which a document counts as code-heavy")
+    languages: bool = Field(True, description="Per-language thresholds for rows whose `lang` column names a language "
+                                              "(the calibration file's; its script's for other languages)")
+    calibration: str | None = Field(None, description="Calibration file from `assay filter calibrate`; default: the "
+                                                      "shipped one (filters/data/thresholds.json, 60 languages)")
+    lang_column: str = Field("lang", description="Column holding each row's language (extract.lang_id writes it)")
     drop: bool = Field(False, description="Reject documents that hit a rule (reason `heuristic`, detail = the rules)")
     max_hits: int = Field(0, ge=0, description="With drop: reject only documents with more hits than this")
 
@@ -97,13 +107,30 @@ def active_rules(p: RulesParams) -> dict[str, tuple[str, str, float]]:
 
 def decide(table: pa.Table, p: RulesParams) -> tuple[np.ndarray, list[str], np.ndarray]:
     """(hits: bool[docs, rules], rule names, applicable: bool[docs, rules]) from the sig_ columns."""
+    hits, names, applicable, _ = decide_by_language(table, p)
+    return hits, names, applicable
+
+
+def decide_by_language(table: pa.Table, p: RulesParams) -> tuple[np.ndarray, list[str], np.ndarray, dict[str, np.ndarray]]:
+    """decide(), and the rows of each language (empty without per-language thresholds)."""
     rules = active_rules(p)
     names = list(rules)
     n = table.num_rows
     hits = np.zeros((n, len(names)), dtype=bool)
     applicable = np.ones((n, len(names)), dtype=bool)
+    thresholds = np.array([rules[name][2] for name in names], dtype=np.float64)[None, :]
+    groups: dict[str, np.ndarray] = {}
+    if p.languages and p.lang_column in table.column_names and names:
+        from .languages import load, row_thresholds
+
+        text = T.text_column(table) if "text" in table.column_names else None
+        thresholds, disabled, groups = row_thresholds(
+            load(p.calibration), table.column(p.lang_column).to_numpy(zero_copy_only=False), text, names,
+            thresholds[0], {k for k, v in p.thresholds.items() if v is not None})
+        applicable &= ~disabled
     for j, name in enumerate(names):
-        signal, op, threshold = rules[name]
+        signal, op, _ = rules[name]
+        threshold = thresholds[:, j]
         values = table.column(f"sig_{signal}").to_numpy(zero_copy_only=False).astype(np.float64)
         hits[:, j] = (values < threshold) if op == "<" else (values > threshold)
     kinds = _kinds(table, p)
@@ -113,7 +140,7 @@ def decide(table: pa.Table, p: RulesParams) -> tuple[np.ndarray, list[str], np.n
             continue
         cols = [j for j, name in enumerate(names) if "*" in skipped or name in skipped]
         applicable[np.ix_(rows, cols)] = False
-    return hits & applicable, names, applicable
+    return hits & applicable, names, applicable, groups
 
 
 def _kinds(table: pa.Table, p: RulesParams) -> dict[str, np.ndarray]:
@@ -134,15 +161,29 @@ class Rules(MapStage):
     """Apply thresholds to the `sig_` columns of `filter.signals`: `rules_hit` (names), `rules_hit_count`,
     `quality_heuristics` (share of applicable rules passed, in [0, 1]). Annotates; rejects only with --drop.
 
+    With a `lang` column, each language is judged by its own thresholds (see the module doc), and
+    the statistics count rows seen and kept per language (`lang.<code>.docs`, `lang.<code>.kept`).
+
     Example: assay filter rules runs/x/signals runs/x/rules --drop --thresholds '{fw_line_punct: 0.1}'
     """
 
     Params = RulesParams
     columns = {"rules_hit": pa.list_(pa.string()), "rules_hit_count": pa.int32(), "quality_heuristics": pa.float32()}
+    version = "2"  # 2: per-language thresholds
+    reads = {"calibration": "file"}
+    code_modules = ("assay.filters.languages",)
+
+    def read_files(self) -> dict[str, list[str]]:
+        from .languages import DEFAULT_FILE
+
+        files = super().read_files()
+        if self.params.calibration is None and self.params.languages:
+            files["calibration"] = [str(DEFAULT_FILE)]
+        return files
 
     def process(self, table: pa.Table) -> pa.Table:
         p = self.params
-        hits, names, applicable = decide(table, p)
+        hits, names, applicable, groups = decide_by_language(table, p)
         count = hits.sum(axis=1)
         n_app = applicable.sum(axis=1)
         score = np.where(n_app > 0, 1 - count / np.maximum(n_app, 1), 1.0)
@@ -154,6 +195,10 @@ class Rules(MapStage):
             self.stats.count(f"rule.{name}.applied", int(applicable[:, j].sum()))
         self.stats.count("rule.docs", table.num_rows)
         self.stats.histogram("rules_hit_count", count, list(range(0, 12)) + [64])
+        kept = count <= p.max_hits
+        for lang, rows in groups.items():
+            self.stats.count(f"lang.{lang}.docs", len(rows))
+            self.stats.count(f"lang.{lang}.kept", int(kept[rows].sum()))
         reasons = np.full(table.num_rows, None, dtype=object)
         details = np.full(table.num_rows, None, dtype=object)
         if p.drop:

@@ -5,7 +5,10 @@ density), computed for a whole batch at once.
 as a hit is decided by `filter.rules` (rules.py), so one pass of signals serves any threshold choice.
 Definitions follow the published rules (Gopher: Rae et al. 2021, Table A1; C4: Raffel et al. 2020;
 FineWeb: Penedo et al. 2024) as datatrove implements them, with words split by a regex instead of a
-per-document tokenizer.
+per-document tokenizer, and by dictionary segmenters for Chinese, Japanese and Thai (words.py).
+
+With a `lang` column the stop-word signal counts that language's stop words (a calibration file's,
+languages.py); rows of other languages, and all rows without the column, count Gopher's English ones.
 """
 from __future__ import annotations
 
@@ -13,7 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from assay.pipeline.stage import MapStage, NoParams, register, set_column, with_rejects
+from pydantic import Field
+
+from assay.pipeline.stage import MapStage, Params, register, set_column, with_rejects
 
 from . import textops as T
 from .kernels import DUP_NS, TOP_NS, class_counts, ngram_repetition
@@ -22,7 +27,9 @@ STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 # Characters that end a sentence-like line (FineWeb's "stop chars"; the common scripts' full stops).
 TERMINAL = ".!?\"'…。！？｡।॥؟۔»”’"
 _TERMINAL_RE = "[" + TERMINAL.replace("\\", "\\\\").replace('"', '\\"') + "]$"
-C4_END = r"[.?!\"']$"
+C4_END = r"[.?!\"'\x{3002}\x{ff01}\x{ff1f}\x{0964}\x{061f}]$"  # C4's, and the CJK, Devanagari, Arabic ends
+# Sentence ends C4 counts, and the full stops of scripts that do not use '.' (CJK ones need no space).
+SENTENCE_END = r"[.!?]+[\"'”’)\]]*(\s|$)|[\x{3002}\x{ff01}\x{ff1f}\x{0964}\x{061f}]+[\"'”’)\]」』]*"
 C4_POLICY = r"terms of use|privacy policy|cookie policy|uses cookies|use of cookies|use cookies"
 C4_CITATION = r"\[\d*\]|\[edit\]|\[citation needed\]"
 MATH_MARKS = r"\\[A-Za-z]+|\$|[=^_{}]|[∑∫√≤≥≠±×÷∞∂∇∈∀∃→≈∝]"
@@ -37,7 +44,8 @@ SIGNALS: dict[str, str] = {
     "gopher_bullet_lines": "share of lines starting with a bullet ('•' or '-')",
     "gopher_ellipsis_lines": "share of lines ending with an ellipsis",
     "gopher_alpha_words": "share of words with at least one letter",
-    "gopher_stop_words": "distinct English stop words present (the, be, to, of, and, that, have, with)",
+    "gopher_stop_words": "distinct stop words of the row's language present (Gopher's English ones: the, be, to, "
+                         "of, and, that, have, with)",
     "rep_dup_para_frac": "share of paragraphs repeating an earlier one",
     "rep_dup_para_chars": "characters in repeated paragraphs / all characters",
     "rep_dup_line_frac": "share of lines repeating an earlier one",
@@ -52,23 +60,31 @@ SIGNALS: dict[str, str] = {
     "fw_short_lines": "share of non-blank lines of at most 30 characters",
     "fw_char_dups": "characters in repeated non-blank lines / characters",
     "fw_newline_ratio": "newlines per word",
-    "symbol_ratio": "share of non-space characters that are neither letters nor digits",
+    "symbol_ratio": "share of non-space characters that are neither letters (with their marks) nor digits",
     "upper_ratio": "share of letters in upper case",
-    "sentence_caps": "share of sentence ends followed by a capitalised word (word order breaks it)",
+    "sentence_caps": "share of sentence ends followed by a word in a cased script that are capitalised (word order breaks it)",
     "math_density": "math markup and symbols per word",
     "code_lines": "share of non-blank lines that look like code",
 }
 COLUMNS = {f"sig_{name}": pa.float32() for name in SIGNALS}
 
 
-def compute_signals(text: pa.Array) -> dict[str, np.ndarray]:
-    """Every signal for every document of `text` (an Arrow string array without nulls)."""
+def compute_signals(text: pa.Array, langs: np.ndarray | None = None,
+                    stop_words: dict[str, tuple[str, ...]] | None = None, segment: bool = True) -> dict[str, np.ndarray]:
+    """Every signal for every document of `text` (an Arrow string array without nulls). `langs`: the
+    language of each row, choosing its list in `stop_words` (lang -> words; Gopher's for the rest);
+    `segment`: words of Chinese, Japanese and Thai from their segmenters (words.py)."""
     n = len(text)
     chars = T._np(pc.utf8_length(text)).astype(np.float64)
     out: dict[str, np.ndarray] = {}
 
     # --- words: Gopher quality ---
-    w = T.words(text)
+    if segment:
+        from .words import spaced
+
+        w = T.words(spaced(text, langs))
+    else:
+        w = T.words(text)
     codes, dictionary = w.codes()  # word features are computed once per distinct word
     dict_len = T._np(pc.utf8_length(dictionary)).astype(np.int64)
     wlen = dict_len[codes]
@@ -83,8 +99,7 @@ def compute_signals(text: pa.Array) -> dict[str, np.ndarray]:
     ell = T.count(text, "...", regex=False) + T.count(text, "…", regex=False)
     out["gopher_ellipsis_ratio"] = T.ratio(ell, n_words)
     out["gopher_alpha_words"] = T.ratio(w.per_doc(has_alpha), n_words)
-    stop_codes = np.flatnonzero(T._np(pc.is_in(dictionary, value_set=pa.array(STOP_WORDS))))
-    is_stop = np.isin(codes, stop_codes)
+    is_stop = _stop_words(codes, dictionary, w.doc, langs, stop_words or {})
     if is_stop.any():
         pairs = np.unique(w.doc[is_stop] * (len(dictionary) + 1) + codes[is_stop])
         out["gopher_stop_words"] = np.bincount(pairs // (len(dictionary) + 1), minlength=n).astype(np.float64)
@@ -133,7 +148,7 @@ def compute_signals(text: pa.Array) -> dict[str, np.ndarray]:
     kept = base & ~js & ~curly & ~policy
     out["c4_lorem"] = lines.any_per_doc(base & T._np(pc.match_substring(lower, "lorem ipsum"))).astype(np.float64)
     out["c4_curly"] = lines.any_per_doc(base & ~js & curly).astype(np.float64)
-    sentences = np.maximum(T._np(pc.count_substring_regex(cleaned, r"[.!?]+[\"'”’)\]]*(\s|$)")), 1)
+    sentences = np.maximum(T._np(pc.count_substring_regex(cleaned, SENTENCE_END)), 1)
     out["c4_sentences"] = lines.per_doc(np.where(kept, sentences, 0))
     out["c4_line_drop_frac"] = T.ratio(lines.per_doc(~kept & (T._np(pc.utf8_length(stripped)) > 0)),
                                        lines.per_doc(T._np(pc.utf8_length(stripped)) > 0))
@@ -154,13 +169,42 @@ def compute_signals(text: pa.Array) -> dict[str, np.ndarray]:
     classes = class_counts(text)  # \pL, \pN, \p{Lu}, \s in one compiled pass
     nonspace = chars - classes["spaces"]
     letters = classes["letters"]
-    out["symbol_ratio"] = T.ratio(nonspace - letters - classes["numbers"], nonspace)
+    # combining marks are parts of letters (the vowel signs of Indic scripts), not symbols
+    out["symbol_ratio"] = T.ratio(nonspace - letters - classes["numbers"] - classes["marks"], nonspace)
     out["upper_ratio"] = T.ratio(classes["upper"], letters)
-    ends_then_word = T.count(text, r"[.!?]\s+\pL")
+    ends_then_word = T.count(text, r"[.!?]\s+[\p{Lu}\p{Ll}]")  # letters of scripts with case only
     out["sentence_caps"] = T.ratio(T.count(text, r"[.!?]\s+\p{Lu}"), ends_then_word, empty=1.0)
     out["math_density"] = T.ratio(T.count(text, MATH_MARKS), n_words)
     out["code_lines"] = T.ratio(fl.per_doc(nonblank & T._np(pc.match_substring_regex(fl.values, CODE_LINE))), n_fl)
     return out
+
+
+def _stop_words(codes: np.ndarray, dictionary: pa.Array, doc: np.ndarray, langs, lists: dict) -> np.ndarray:
+    """bool per word: a stop word of its row's language (Gopher's English list where none is given)."""
+    def codes_of(words) -> np.ndarray:
+        return np.flatnonzero(T._np(pc.is_in(dictionary, value_set=pa.array(list(words), pa.string()))))
+
+    if langs is None or not lists:
+        return np.isin(codes, codes_of(STOP_WORDS))
+    enc = pc.dictionary_encode(pa.array(np.asarray(langs, dtype=object), pa.string()))
+    names = enc.dictionary.to_pylist()
+    row_code = np.asarray(pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False), np.int64)[doc]
+    is_stop = np.zeros(len(codes), dtype=bool)
+    for k, name in [(-1, None)] + list(enumerate(names)):  # -1: rows without a language
+        mask = row_code == k
+        if mask.any():
+            is_stop[mask] = np.isin(codes[mask], codes_of(lists.get(name) or STOP_WORDS))
+    return is_stop
+
+
+class SignalsParams(Params):
+    languages: bool = Field(True, description="Count each row's own language's stop words (its `lang` column; the "
+                                              "calibration file's lists); off, or without the column: Gopher's English ones")
+    segment: bool = Field(True, description="Words of Chinese, Japanese and Thai from dictionary segmenters "
+                                            "(filters/words.py) instead of runs of characters")
+    calibration: str | None = Field(None, description="Calibration file (`assay filter calibrate`) whose stop words "
+                                                      "to count; default: the shipped one (filters/data/thresholds.json)")
+    lang_column: str = Field("lang", description="Column holding each row's language (extract.lang_id writes it)")
 
 
 @register("filter.signals")
@@ -168,16 +212,36 @@ class Signals(MapStage):
     """Measure heuristic quality signals (Gopher quality and repetition, C4, FineWeb, symbol, bullet and
     ellipsis ratios, word order, math and code density) into `sig_<name>` columns; drops nothing.
 
-    Thresholds are applied by `filter.rules`, so one pass of signals serves many threshold choices.
+    Words of every script: Chinese, Japanese and Thai are segmented into words, and with a `lang`
+    column the stop words counted are that language's. Thresholds are applied by `filter.rules`
+    (per language, from the same calibration), so one pass of signals serves many threshold choices.
 
-    Example: assay filter signals runs/x/clean runs/x/signals
+    Example: assay filter signals runs/x/lang runs/x/signals
     """
 
-    Params = NoParams
+    Params = SignalsParams
     columns = COLUMNS
+    version = "2"  # 2: segmented words, per-language stop words, CJK/Devanagari/Arabic sentence ends
+    reads = {"calibration": "file"}
+    code_modules = ("assay.filters.words", "assay.filters.languages", "assay.filters.kernels", "assay.filters.textops")
+
+    def read_files(self) -> dict[str, list[str]]:
+        from .languages import DEFAULT_FILE
+
+        files = super().read_files()
+        if self.params.calibration is None:
+            files["calibration"] = [str(DEFAULT_FILE)]
+        return files
 
     def process(self, table: pa.Table) -> pa.Table:
-        sig = compute_signals(T.text_column(table))
+        p = self.params
+        langs = stops = None
+        if p.languages and p.lang_column in table.column_names:
+            from .languages import load
+
+            langs = table.column(p.lang_column).to_numpy(zero_copy_only=False)
+            stops = load(p.calibration).stop_words()
+        sig = compute_signals(T.text_column(table), langs, stops, p.segment)
         for name, values in sig.items():
             table = set_column(table, f"sig_{name}", pa.array(values.astype(np.float32), pa.float32()))
             if name in ("gopher_words", "fw_line_punct", "fw_short_lines", "math_density", "sentence_caps"):
