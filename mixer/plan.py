@@ -220,7 +220,7 @@ def plan_mixture(mixture: Mixture, tokenized: dict[str, Path], engine: Any) -> d
     found = waves(engine, documents_in(paths) <= mixture.pack_docs)(partial(_shard_totals, mixture, names), items)
     out: dict[str, list[SlotTotals]] = {}
     for stage in mixture.stages:
-        slots = [t[0] for t in slot_totals(mixture, stage.id, {})]
+        slots = slot_totals(mixture, stage.id, {})[0]  # [bucket][slot]: the one bucket's every slot
         for part in found:
             for total, more in zip(slots, part[stage.id]):
                 total.add(more)

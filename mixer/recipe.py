@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from assay.pipeline.errors import UserError
 from assay.pipeline.recipe import _friendly
@@ -43,6 +43,8 @@ from assay.pipeline.storage import as_path, is_url
 TIERS = ("High", "Medium-High", "Medium", "Medium-Low", "Low")
 ROLES = ("context", "scaffold", "system", "user", "assistant", "tool")
 META_FIELDS = ("content_type", "lang", "domain", "source", "url")
+# What a built mixture's folder holds beside its stages (build.py): no stage id may name one of them.
+BUILD_FILES = ("tokenizer", "tokenizer.json", "plan.json", "report.html")
 
 
 class MixtureError(UserError):
@@ -136,6 +138,15 @@ class StageSpec(Strict):
         "(every token kept), or crop it to one row (its tail dropped)")
     meta: bool = True
     mask_roles: list[str] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _folder_name(cls, value: str) -> str:  # each stage is built into OUT/<id>
+        if value in (".", ".."):
+            raise ValueError(f"{value!r} names no folder of its own; choose another stage id")
+        if value in BUILD_FILES or value.startswith(("tokenized-", "_")):
+            raise ValueError(f"{value!r} is a name the build uses for its own files; choose another stage id")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> "StageSpec":

@@ -294,6 +294,31 @@ def test_planner_refuses_a_budget_beyond_the_epoch_cap(corpus):
     assert "\n" not in message and "stage 'broad'" in message and "max_epochs is 4" in message
 
 
+def test_plan_shows_and_checks_every_source_of_a_stage(corpus, tmp_path, capsys):
+    """Issue #46: `assay mix plan` showed and checked only the first source of each stage; a second
+    source over its epoch cap passed with exit 0."""
+    import yaml
+
+    from assay.pipeline.cli import main
+
+    root, _ = corpus
+    data = mixture_data(root / "docs", root / "tokenizer.json")
+    data["stages"] = data["stages"][:2]
+    path = tmp_path / "mix.yaml"
+    path.write_text(yaml.safe_dump(data))
+    main(["mix", "plan", str(path), "--out", str(tmp_path / "out")])
+    table = capsys.readouterr().out
+    for stage, sources in (("broad", ["web", "code", "pr"]), ("anneal", ["pr", "chat", "web (replay of broad)"])):
+        rows = [line for line in table.splitlines() if f"{stage} (" in line]
+        assert [s for s in sources if any(f" {s} " in r for r in rows)] == sources, table
+    data["sources"]["code"]["max_epochs"] = 0.1  # the second source of broad cannot give its share
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SystemExit) as exit_:
+        main(["mix", "plan", str(path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "stage 'broad': source 'code' would need" in err and "max_epochs is 0.1" in err
+
+
 def test_tokenize_writes_a_flat_stream_token_dataset(built):
     _, out, docs, _ = built
     tokenized = next(p for p in out.iterdir() if p.name.startswith("tokenized-"))
