@@ -258,9 +258,10 @@ def mode_memory(args) -> dict:
     return result
 
 
-def piece_figures(stage_dir: Path) -> dict:
-    """How a built stage cut its documents, from its doc index and its tokenized sources: pieces
-    under 32 tokens, documents split though they fit a row, split documents, pieces per document."""
+def piece_figures(stage_dir: Path, tokenized: dict[str, Path]) -> dict:
+    """How a built stage cut its documents, from its doc index and its tokenized sources (`tokenized`:
+    mix source -> its tokenized dataset): pieces under 32 tokens, documents split though they fit a
+    row, split documents, pieces starting inside a prefix, documents missing a tail nothing counts."""
     import pyarrow as pa
 
     from assay.mixer.pools import Pool
@@ -271,15 +272,17 @@ def piece_figures(stage_dir: Path) -> dict:
     seq_len, meta = mix["seq_len"], mix["meta"]
     pieces = pa.concat_tables([ds.docs(i).select(["doc_id", "mix_source", "replay_of", "epoch", "fim", "offset",
                                                   "length", "cropped"]) for i in ds.shard_indexes()]).to_pandas()
-    full: dict[str, tuple[int, int, int]] = {}  # doc_id -> (packed length, its FIM variant's, prefix in rows)
-    for tokenized in stage_dir.parent.glob("tokenized-*"):
-        pool = Pool.load(tokenized)
+    full: dict[tuple[str, str], tuple[int, int, int]] = {}  # (source, doc_id) -> (length, FIM variant's, prefix)
+    for source, path in tokenized.items():
+        pool = Pool.load(path)
         prefix = pool.prefix * bool(meta)
         plain = pool.text_tokens + 2 + prefix
         fim = plain - pool.text_tokens + pool.fim_length
-        full.update(zip(pool.column("doc_id").to_pylist(), zip(plain.tolist(), fim.tolist(), prefix.tolist())))
-    pieces["full"] = [full[i][f] for i, f in zip(pieces.doc_id, pieces.fim)]
-    pieces["prefix"] = [full[i][2] for i in pieces.doc_id]
+        full.update(zip(((source, i) for i in pool.column("doc_id").to_pylist()),
+                        zip(plain.tolist(), fim.tolist(), prefix.tolist())))
+    known = [full[s, i] for s, i in zip(pieces.mix_source, pieces.doc_id)]
+    pieces["full"] = [k[f] for k, f in zip(known, pieces.fim)]
+    pieces["prefix"] = [k[2] for k in known]
     pieces["end"] = pieces.offset + pieces.length
     keys = ["doc_id", "mix_source", "replay_of", "epoch", "fim"]
     by_doc = pieces.fillna({"replay_of": ""}).groupby(keys).agg(
@@ -305,7 +308,7 @@ def mode_packing(args) -> dict:
     articles (the article-extraction benchmark's bodies)."""
     import yaml
 
-    from assay.mixer.build import build
+    from assay.mixer.build import build, tokenized_name
     from assay.mixer.plan import PlanError
     from assay.mixer.recipe import parse_mixture
     from assay.pipeline.dataset import write_table
@@ -357,11 +360,15 @@ def mode_packing(args) -> dict:
                            "cropped_fraction": round(fit["cropped_fraction"], 4),
                            "overlap_fraction": round(fit.get("overlap_fraction", 0), 4),
                            "max_share_miss_points": round(100 * miss, 2), "tokens": mix["tokens"],
-                           "target_tokens": mix["target_tokens"], **piece_figures(out / stage.id)}
+                           "target_tokens": mix["target_tokens"], "cut_fraction": round(fit.get("cut_fraction", 0), 4),
+                           "in_rows_fraction": round(fit.get("in_rows_fraction", fit["kept_fraction"]), 4),
+                           **piece_figures(out / stage.id, {s: out / tokenized_name(mixture.source_path(s))
+                                                            for s in mix["sources"]})}
                     if "unfinished_fraction" in fit:  # before issue #46: tails the budget left out, not counted
                         row["unfinished_fraction"] = round(fit["unfinished_fraction"], 4)
                     result.setdefault(name, {}).setdefault(stage.id, {})[label] = row
-                    print(f"{name:12} {stage.id:12} {label:10} kept {row['kept_fraction']:.2%} padded "
+                    print(f"{name:12} {stage.id:12} {label:10} kept {row['kept_fraction']:.2%} (cut at shares' ends "
+                          f"{row['cut_fraction']:.2%}) padded "
                           f"{row['padded_fraction']:.2%} share miss {row['max_share_miss_points']:.2f} pt; pieces "
                           f"{row['pieces']}, under 32 tokens {row['pieces_under_32_share']:.1%}, split though they fit "
                           f"{row['split_though_fits']}, uncounted tails {row['tails_missing_uncounted']}", flush=True)

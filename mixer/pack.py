@@ -37,8 +37,9 @@ def min_piece(seq_len: int) -> int:
 @dataclass
 class Waste:
     documents: int = 0
-    tokens: int = 0      # document tokens drawn, cropped ones included
-    cropped: int = 0     # drawn but in no row: tails of long documents a stage crops, or that its budget ended inside
+    tokens: int = 0      # tokens of the documents drawn, cropped and cut ones included
+    cropped: int = 0     # in no row: tails of long documents a stage crops to a row (long_docs: crop)
+    cut: int = 0         # in no row: tails of long documents a slot's share ended inside (sample.py)
     padded: int = 0
     overlap: int = 0     # tokens repeated as the first (context-only) token of a continuation piece
     rows: int = 0
@@ -46,13 +47,16 @@ class Waste:
     def to_json(self, seq_len: int) -> dict:
         capacity = self.rows * seq_len
         return {"rows": self.rows, "documents": self.documents, "document_tokens": self.tokens,
-                "cropped_tokens": self.cropped, "padded_tokens": self.padded, "overlap_tokens": self.overlap,
+                "cropped_tokens": self.cropped, "cut_tokens": self.cut, "padded_tokens": self.padded,
+                "overlap_tokens": self.overlap,
                 "kept_fraction": 1 - self.cropped / self.tokens if self.tokens else 1.0,
                 "cropped_fraction": self.cropped / self.tokens if self.tokens else 0.0,
+                "cut_fraction": self.cut / self.tokens if self.tokens else 0.0,
+                "in_rows_fraction": 1 - (self.cropped + self.cut) / self.tokens if self.tokens else 1.0,
                 "padded_fraction": self.padded / capacity if capacity else 0.0,
                 "overlap_fraction": self.overlap / capacity if capacity else 0.0,
                 "waste_fraction": (self.cropped + self.padded + self.overlap) / (self.tokens + self.padded + self.overlap)
-                if self.tokens else 0.0}
+                if self.tokens else 0.0}  # what packing wastes: a cut is the draw's choice (like a document not drawn)
 
 
 def chunks(length: int, seq_len: int, head: int = 1) -> list[tuple[int, int]]:

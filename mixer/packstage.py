@@ -235,7 +235,10 @@ class BucketPacker:
                 fit.tokens += d.length
             else:  # a continuation: its first token repeats the previous piece's last
                 fit.overlap += 1
-            fit.cropped += d.cropped
+            if split:
+                fit.cut += d.cropped  # a slot's share ended inside it
+            else:
+                fit.cropped += d.cropped
             return d
 
         def top_up(room: int) -> Draw | None:

@@ -191,7 +191,8 @@ def test_a_long_document_reassembles_from_its_chunks(corpus, tmp_path):
         assert sum(c[3] for c in parts) == len(d["text"].encode())
     assert finished >= 1
     fit = _manifest(tmp_path / "out", "one")["mix"]["packing"]["best_fit"]
-    assert fit["cropped_tokens"] == cut > 0, fit  # the ledger sees the cut
+    assert fit["cut_tokens"] == cut > 0 and fit["cropped_tokens"] == 0, fit  # the ledger sees the cut
+    assert fit["in_rows_fraction"] == 1 - cut / fit["document_tokens"]
     # whole documents of 68-112 tokens here: the last rows keep rooms smaller than any of them
     assert fit["padded_fraction"] < 0.04 and fit["padded_tokens"] < 512, fit
     crop = _manifest(tmp_path / "out", "cropped")["mix"]["packing"]["best_fit"]
