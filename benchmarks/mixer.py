@@ -1,6 +1,7 @@
 """Mixer benchmarks: tokenize + pack speed against raw `encode_batch` and datatrove, and peak memory.
 
     python benchmarks/mixer.py speed  --copies 10      # tokens/s on 2 cores, side by side
+    python benchmarks/mixer.py tokenize                # mix.tokenize vs encode_batch per CPU-second, held-out text
     python benchmarks/mixer.py memory --copies-list 4 40   # peak RSS at two corpus sizes 10x apart
     python benchmarks/mixer.py packing                 # tokens kept, padding, shares: split vs crop
 
@@ -236,6 +237,99 @@ def mode_speed(args) -> dict:
     return result
 
 
+TOKENIZE_CHILD = r"""
+import json, resource, sys, time
+mode, data, tok_path, out = sys.argv[1:5]
+if mode == "raw":  # what a bare tokenizer needs: the texts from Parquet, the tokenizer, encode_batch
+    import pyarrow.parquet as pq
+    from pathlib import Path
+    from tokenizers import Tokenizer
+    texts = [t for f in sorted(Path(data).glob("part-*.parquet")) for t in pq.read_table(f, columns=["text"]).column("text").to_pylist()]
+    tok = Tokenizer.from_file(tok_path)
+    tok.encode_special_tokens = True
+    n = sum(len(e.ids) for i in range(0, len(texts), 1000)
+            for e in tok.encode_batch(texts[i:i + 1000], add_special_tokens=False))
+else:  # the mix.tokenize stage as `mix build` runs it (one worker: the CPU seconds are the same)
+    from assay.mixer.tokenize import Tokenize
+    from assay.pipeline.runner import run_stage
+    stage = Tokenize(json.loads(mode), stage_id="tokenized")
+    n = run_stage(stage, [data], out, engine="local", options={"workers": 1}).manifest["statistics"]["counters"]["text_tokens"]
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"tokens": n, "cpu_seconds": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}))
+"""
+
+
+def mode_tokenize(args) -> dict:
+    """`mix.tokenize` against raw `encode_batch` per CPU-second, on text the fast path was not
+    profiled on: the demo's held-out set (runs/demo-heldout; issue #46 measured 0.77x there by wall
+    time) and the article-extraction benchmark's news bodies. Start-up excluded: CPU of the work
+    alone in a process that has imported everything (encode_batch over texts in memory; the stage's
+    whole run_stage: setup, read, encode, write, commit). Start-up included: a cold child process
+    each (interpreter, imports, reading the Parquet texts, loading the tokenizer)."""
+    import pyarrow as pa
+    from tokenizers import Tokenizer
+
+    from assay.mixer.tokenize import Tokenize
+    from assay.pipeline.dataset import Dataset, write_table
+    from assay.pipeline.runner import run_stage
+    from assay.pipeline.schema import make_docs
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import _corpora
+
+    tok_path = ROOT / "runs" / "demo" / "mix-step35" / "tokenizer.json"
+    heldout = ROOT / "runs" / "demo-heldout"
+    if not tok_path.exists() or not Dataset(heldout).complete:
+        sys.exit("runs/demo/mix-step35 and runs/demo-heldout are missing: run `make demo` first")
+    work = Path(tempfile.mkdtemp(prefix="mixer-tok-"))
+    params = {"tokenizer": str(tok_path), "meta_fields": ["content_type", "lang", "source"],
+              "fim_content_types": ["code"], "seed": 0}
+    result = {}
+    try:
+        news = write_table(make_docs([{"text": d["text"], "source": "news", "url": d["doc_id"],
+                                       "content_type": "web"} for d in _corpora.news()]), work / "news")
+        pa.array(["x"])  # pyarrow's own lazy imports (pandas), out of what is measured
+        tok = Tokenizer.from_file(str(tok_path))
+        tok.encode_special_tokens = True
+        for name, data in (("heldout", heldout), ("news", news)):
+            texts = Dataset(data).read(columns=["text"]).column("text").to_pylist()
+            best: dict[str, float] = {}
+
+            def keep(label: str, seconds: float) -> None:
+                best[label] = min(best.get(label, float("inf")), seconds)
+
+            for _ in range(args.repeat):  # interleaved rounds, each contender's best
+                cpu = time.process_time()
+                n = sum(len(e.ids) for i in range(0, len(texts), 1000)
+                        for e in tok.encode_batch(texts[i:i + 1000], add_special_tokens=False))
+                keep("raw encode_batch", time.process_time() - cpu)
+                shutil.rmtree(work / "out", ignore_errors=True)
+                cpu = time.process_time()
+                got = run_stage(Tokenize(params, stage_id="tokenized"), [data], work / "out", engine="local",
+                                options={"workers": 1}).manifest["statistics"]["counters"]["text_tokens"]
+                keep("mix.tokenize", time.process_time() - cpu)
+                assert got == n, (got, n)  # the same tokens
+                for label, mode in (("raw encode_batch, cold", "raw"), ("mix.tokenize, cold", json.dumps(params))):
+                    shutil.rmtree(work / "out", ignore_errors=True)
+                    run = subprocess.run([sys.executable, "-c", TOKENIZE_CHILD, mode, str(data), str(tok_path),
+                                          str(work / "out")], capture_output=True, text=True, check=True)
+                    keep(label, json.loads(run.stdout.strip().splitlines()[-1])["cpu_seconds"])
+            row = {"documents": len(texts), "text_mb": round(sum(len(t.encode()) for t in texts) / 1e6, 2),
+                   "tokens": n, **{f"{k} cpu_seconds": round(v, 3) for k, v in best.items()},
+                   "per_cpu_vs_raw, start-up excluded": round(best["raw encode_batch"] / best["mix.tokenize"], 2),
+                   "per_cpu_vs_raw, start-up included": round(best["raw encode_batch, cold"]
+                                                              / best["mix.tokenize, cold"], 2)}
+            result[name] = row
+            print(f"{name:8} {row['documents']:>6} docs {row['text_mb']:>6} MB {n:>9,} tokens: "
+                  + ", ".join(f"{k} {v:.2f} CPU-s" for k, v in best.items())
+                  + f"; tokens per CPU-s vs raw: {row['per_cpu_vs_raw, start-up excluded']:.2f}x start-up excluded, "
+                  f"{row['per_cpu_vs_raw, start-up included']:.2f}x included", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    save("tokenize", result)
+    return result
+
+
 def mode_memory(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="mixer-mem-"))
     result = {}
@@ -378,7 +472,7 @@ def mode_packing(args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", nargs="?", choices=["speed", "memory", "packing", "all"], default="all")
+    ap.add_argument("mode", nargs="?", choices=["speed", "tokenize", "memory", "packing", "all"], default="all")
     ap.add_argument("--copies", type=int, default=10, help="speed: repeats of the sample")
     ap.add_argument("--copies-list", type=int, nargs=2, default=[4, 40], help="memory: two corpus sizes")
     ap.add_argument("--repeat", type=int, default=3)
@@ -390,6 +484,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.mode in ("speed", "all"):
         mode_speed(args)
+    if args.mode in ("tokenize", "all"):
+        mode_tokenize(args)
     if args.mode in ("memory", "all"):
         mode_memory(args)
     if args.mode in ("packing", "all"):
