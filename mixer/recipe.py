@@ -134,8 +134,8 @@ class StageSpec(Strict):
     max_epochs: float | None = Field(None, gt=0)
     fim_rate: float = Field(0.0, ge=0, le=1)
     long_docs: Literal["split", "crop"] = Field(
-        "split", description="A document longer than a row: split into chunks continuing across rows "
-        "(every token kept), or crop it to one row (its tail dropped)")
+        "split", description="A document longer than a row: split into whole rows and a rest, continuing "
+        "across rows (every token kept), or crop it to one row (its tail dropped)")
     meta: bool = True
     mask_roles: list[str] = Field(default_factory=list)
 
@@ -182,7 +182,8 @@ class Mixture(Strict):
     max_epochs: float = Field(1.0, gt=0, description="Default cap on passes over a source in one stage")
     fim_content_types: list[str] = Field(default_factory=lambda: ["code"])
     shard_tokens: int = Field(1 << 24, ge=1024, description="Tokens per output shard (rounded to whole rows)")
-    lookahead: int = Field(512, ge=1, description="Documents the best-fit packer chooses among")
+    lookahead: int = Field(512, ge=1, description="Pieces the best-fit packer sorts and places together "
+                           "(into at most lookahead / 8 open rows)")
     pack_docs: int = Field(250_000, ge=1, description="Input documents per packing task, about: a stage is drawn "
                            "and packed in buckets of documents (by id), one task each, on the engine's workers")
     sources: dict[str, SourceSpec] = Field(min_length=1)
