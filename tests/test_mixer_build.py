@@ -320,6 +320,18 @@ def test_plan_shows_and_checks_every_source_of_a_stage(corpus, tmp_path, capsys)
     assert exit_.value.code == 2 and "stage 'broad': source 'code' would need" in err and "max_epochs is 0.1" in err
 
 
+def test_a_prefix_longer_than_a_row_is_a_reason_not_a_split_prefix(corpus, tmp_path):
+    """Issue #46: no metadata prefix crosses a row; a document whose prefix leaves a row no room
+    for text is left out with its reason."""
+    root, _ = corpus
+    data = mixture_data(root / "docs", root / "tokenizer.json")
+    data["meta"] = {"fields": ["content_type", "lang", "domain", "url"]}
+    data["stages"] = [{"id": "tiny", "tokens": 2000, "seq_len": 16, "mix": {"web": 1}}]
+    with pytest.raises(PlanError) as err:
+        plan(parse_mixture(data, tmp_path / "mix.yaml"), tmp_path / "out", log=lambda *_: None)
+    assert "source 'web' has no eligible documents" in str(err.value) and "prefix_too_long" in str(err.value)
+
+
 def test_tokenize_writes_a_flat_stream_token_dataset(built):
     _, out, docs, _ = built
     tokenized = next(p for p in out.iterdir() if p.name.startswith("tokenized-"))
