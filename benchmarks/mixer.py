@@ -1,6 +1,7 @@
 """Mixer benchmarks: tokenize + pack speed against raw `encode_batch` and datatrove, and peak memory.
 
     python benchmarks/mixer.py speed  --copies 10      # tokens/s on 2 cores, side by side
+    python benchmarks/mixer.py tokenize                # mix.tokenize vs encode_batch per CPU-second, held-out text
     python benchmarks/mixer.py memory --copies-list 4 40   # peak RSS at two corpus sizes 10x apart
     python benchmarks/mixer.py packing                 # tokens kept, padding, shares: split vs crop
 
@@ -236,6 +237,99 @@ def mode_speed(args) -> dict:
     return result
 
 
+TOKENIZE_CHILD = r"""
+import json, resource, sys, time
+mode, data, tok_path, out = sys.argv[1:5]
+if mode == "raw":  # what a bare tokenizer needs: the texts from Parquet, the tokenizer, encode_batch
+    import pyarrow.parquet as pq
+    from pathlib import Path
+    from tokenizers import Tokenizer
+    texts = [t for f in sorted(Path(data).glob("part-*.parquet")) for t in pq.read_table(f, columns=["text"]).column("text").to_pylist()]
+    tok = Tokenizer.from_file(tok_path)
+    tok.encode_special_tokens = True
+    n = sum(len(e.ids) for i in range(0, len(texts), 1000)
+            for e in tok.encode_batch(texts[i:i + 1000], add_special_tokens=False))
+else:  # the mix.tokenize stage as `mix build` runs it (one worker: the CPU seconds are the same)
+    from assay.mixer.tokenize import Tokenize
+    from assay.pipeline.runner import run_stage
+    stage = Tokenize(json.loads(mode), stage_id="tokenized")
+    n = run_stage(stage, [data], out, engine="local", options={"workers": 1}).manifest["statistics"]["counters"]["text_tokens"]
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"tokens": n, "cpu_seconds": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}))
+"""
+
+
+def mode_tokenize(args) -> dict:
+    """`mix.tokenize` against raw `encode_batch` per CPU-second, on text the fast path was not
+    profiled on: the demo's held-out set (runs/demo-heldout; issue #46 measured 0.77x there by wall
+    time) and the article-extraction benchmark's news bodies. Start-up excluded: CPU of the work
+    alone in a process that has imported everything (encode_batch over texts in memory; the stage's
+    whole run_stage: setup, read, encode, write, commit). Start-up included: a cold child process
+    each (interpreter, imports, reading the Parquet texts, loading the tokenizer)."""
+    import pyarrow as pa
+    from tokenizers import Tokenizer
+
+    from assay.mixer.tokenize import Tokenize
+    from assay.pipeline.dataset import Dataset, write_table
+    from assay.pipeline.runner import run_stage
+    from assay.pipeline.schema import make_docs
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import _corpora
+
+    tok_path = ROOT / "runs" / "demo" / "mix-step35" / "tokenizer.json"
+    heldout = ROOT / "runs" / "demo-heldout"
+    if not tok_path.exists() or not Dataset(heldout).complete:
+        sys.exit("runs/demo/mix-step35 and runs/demo-heldout are missing: run `make demo` first")
+    work = Path(tempfile.mkdtemp(prefix="mixer-tok-"))
+    params = {"tokenizer": str(tok_path), "meta_fields": ["content_type", "lang", "source"],
+              "fim_content_types": ["code"], "seed": 0}
+    result = {}
+    try:
+        news = write_table(make_docs([{"text": d["text"], "source": "news", "url": d["doc_id"],
+                                       "content_type": "web"} for d in _corpora.news()]), work / "news")
+        pa.array(["x"])  # pyarrow's own lazy imports (pandas), out of what is measured
+        tok = Tokenizer.from_file(str(tok_path))
+        tok.encode_special_tokens = True
+        for name, data in (("heldout", heldout), ("news", news)):
+            texts = Dataset(data).read(columns=["text"]).column("text").to_pylist()
+            best: dict[str, float] = {}
+
+            def keep(label: str, seconds: float) -> None:
+                best[label] = min(best.get(label, float("inf")), seconds)
+
+            for _ in range(args.repeat):  # interleaved rounds, each contender's best
+                cpu = time.process_time()
+                n = sum(len(e.ids) for i in range(0, len(texts), 1000)
+                        for e in tok.encode_batch(texts[i:i + 1000], add_special_tokens=False))
+                keep("raw encode_batch", time.process_time() - cpu)
+                shutil.rmtree(work / "out", ignore_errors=True)
+                cpu = time.process_time()
+                got = run_stage(Tokenize(params, stage_id="tokenized"), [data], work / "out", engine="local",
+                                options={"workers": 1}).manifest["statistics"]["counters"]["text_tokens"]
+                keep("mix.tokenize", time.process_time() - cpu)
+                assert got == n, (got, n)  # the same tokens
+                for label, mode in (("raw encode_batch, cold", "raw"), ("mix.tokenize, cold", json.dumps(params))):
+                    shutil.rmtree(work / "out", ignore_errors=True)
+                    run = subprocess.run([sys.executable, "-c", TOKENIZE_CHILD, mode, str(data), str(tok_path),
+                                          str(work / "out")], capture_output=True, text=True, check=True)
+                    keep(label, json.loads(run.stdout.strip().splitlines()[-1])["cpu_seconds"])
+            row = {"documents": len(texts), "text_mb": round(sum(len(t.encode()) for t in texts) / 1e6, 2),
+                   "tokens": n, **{f"{k} cpu_seconds": round(v, 3) for k, v in best.items()},
+                   "per_cpu_vs_raw, start-up excluded": round(best["raw encode_batch"] / best["mix.tokenize"], 2),
+                   "per_cpu_vs_raw, start-up included": round(best["raw encode_batch, cold"]
+                                                              / best["mix.tokenize, cold"], 2)}
+            result[name] = row
+            print(f"{name:8} {row['documents']:>6} docs {row['text_mb']:>6} MB {n:>9,} tokens: "
+                  + ", ".join(f"{k} {v:.2f} CPU-s" for k, v in best.items())
+                  + f"; tokens per CPU-s vs raw: {row['per_cpu_vs_raw, start-up excluded']:.2f}x start-up excluded, "
+                  f"{row['per_cpu_vs_raw, start-up included']:.2f}x included", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    save("tokenize", result)
+    return result
+
+
 def mode_memory(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="mixer-mem-"))
     result = {}
@@ -258,13 +352,57 @@ def mode_memory(args) -> dict:
     return result
 
 
+def piece_figures(stage_dir: Path, tokenized: dict[str, Path]) -> dict:
+    """How a built stage cut its documents, from its doc index and its tokenized sources (`tokenized`:
+    mix source -> its tokenized dataset): pieces under 32 tokens, documents split though they fit a
+    row, split documents, pieces starting inside a prefix, documents missing a tail nothing counts."""
+    import pyarrow as pa
+
+    from assay.mixer.pools import Pool
+    from assay.pipeline.tokens import TokenDataset
+
+    ds = TokenDataset(stage_dir)
+    mix = ds.manifest["mix"]
+    seq_len, meta = mix["seq_len"], mix["meta"]
+    pieces = pa.concat_tables([ds.docs(i).select(["doc_id", "mix_source", "replay_of", "epoch", "fim", "offset",
+                                                  "length", "cropped"]) for i in ds.shard_indexes()]).to_pandas()
+    full: dict[tuple[str, str], tuple[int, int, int]] = {}  # (source, doc_id) -> (length, FIM variant's, prefix)
+    for source, path in tokenized.items():
+        pool = Pool.load(path)
+        prefix = pool.prefix * bool(meta)
+        plain = pool.text_tokens + 2 + prefix
+        fim = plain - pool.text_tokens + pool.fim_length
+        full.update(zip(((source, i) for i in pool.column("doc_id").to_pylist()),
+                        zip(plain.tolist(), fim.tolist(), prefix.tolist())))
+    known = [full[s, i] for s, i in zip(pieces.mix_source, pieces.doc_id)]
+    pieces["full"] = [k[f] for k, f in zip(known, pieces.fim)]
+    pieces["prefix"] = [k[2] for k in known]
+    pieces["end"] = pieces.offset + pieces.length
+    keys = ["doc_id", "mix_source", "replay_of", "epoch", "fim"]
+    by_doc = pieces.fillna({"replay_of": ""}).groupby(keys).agg(
+        pieces=("offset", "size"), copies=("offset", lambda o: int((o == 0).sum())), full=("full", "first"),
+        end=("end", "max"), cropped=("cropped", "sum"))
+    fits = by_doc.full <= seq_len
+    short = pieces.length < 32
+    return {"pieces": len(pieces), "pieces_under_32": int(short.sum()),
+            "pieces_under_32_share": round(float(short.mean()), 4),
+            "pieces_under_32_of_longer_documents": int((short & (pieces.full >= 32)).sum()),
+            "documents": int(by_doc.copies.sum()),
+            "split_though_fits": int((by_doc.pieces[fits] > by_doc.copies[fits]).sum()),
+            "max_pieces_of_a_fitting_document": int(by_doc.pieces[fits].max()) if fits.any() else 0,
+            "split_documents": int((~fits).sum()),
+            "pieces_starting_inside_the_prefix": int(((pieces.offset > 0) & (pieces.offset <= pieces.prefix)).sum()),
+            "tails_missing_uncounted": int(((by_doc.end < by_doc.full) & (by_doc.cropped == 0)).sum())}
+
+
 def mode_packing(args) -> dict:
-    """Tokens kept, padding and realized shares when long documents continue across rows (the
-    default) against cropping them, at seq_len 257 and 4097: every stage of the demo's mixtures (run
-    `make demo` first) and newswire-like articles (the article-extraction benchmark's bodies)."""
+    """Tokens kept, padding, realized shares and how documents were cut, when long documents
+    continue across rows (the default) against cropping them, at each mixture's own seq_len and at
+    257 and 4097: every stage of the demo's mixtures (run `make demo` first) and newswire-like
+    articles (the article-extraction benchmark's bodies)."""
     import yaml
 
-    from assay.mixer.build import build
+    from assay.mixer.build import build, tokenized_name
     from assay.mixer.plan import PlanError
     from assay.mixer.recipe import parse_mixture
     from assay.pipeline.dataset import write_table
@@ -274,7 +412,8 @@ def mode_packing(args) -> dict:
     import _corpora
 
     work = ROOT / ".bench" / "packing"
-    mixtures = {name: ROOT / "examples" / "mixtures" / f"{name}.yaml" for name in ("step35-mini", "mimo-mini", "raw-arm")}
+    names = ("step35-mini", "mimo-mini", "raw-arm", "heldout")
+    mixtures = {name: ROOT / "examples" / "mixtures" / f"{name}.yaml" for name in names}
     news = work / "news-docs"
     if not (news / "_manifest.json").exists():
         write_table(make_docs([{"text": d["text"], "source": "news", "url": d["doc_id"]} for d in _corpora.news()]), news)
@@ -290,46 +429,63 @@ def mode_packing(args) -> dict:
             data, where = newswire, work / "newswire.yaml"
         else:
             data, where = yaml.safe_load(mixtures[name].read_text()), mixtures[name]
-        for seq_len in (257, 4097):
-            for mode in ("split", "crop"):
+        for seq_len in args.seq_lens:
+            for mode in args.modes:
                 d = json.loads(json.dumps(data))
                 for stage in d["stages"]:
-                    stage.update(seq_len=seq_len, long_docs=mode, tokens=max(stage["tokens"], seq_len))
+                    stage.update(long_docs=mode)
+                    if seq_len:
+                        stage.update(seq_len=seq_len, tokens=max(stage["tokens"], seq_len))
                 mixture = parse_mixture(d, where)
-                out = work / f"{name}-{seq_len}-{mode}"
+                label = f"{seq_len or 'own'} {mode}"
+                out = work / f"{name}-{seq_len or 'own'}-{mode}"
                 try:
                     build(mixture, out, log=lambda *_: None)
                 except PlanError as exc:  # cropping shrinks what a source offers below its budget
-                    result.setdefault(name, {})[f"{seq_len} {mode}"] = {"plan_error": str(exc)}
-                    print(f"{name:12} {seq_len:5} {mode:5} plan error: {exc}", flush=True)
+                    result.setdefault(name, {})[label] = {"plan_error": str(exc)}
+                    print(f"{name:12} {label:10} plan error: {exc}", flush=True)
                     continue
                 for stage in mixture.stages:
                     mix = json.loads((out / stage.id / "_manifest.json").read_text())["mix"]
                     fit = mix["packing"]["best_fit"]
                     miss = max(abs(s["realized_share"] - s["target_share"]) for s in mix["sources"].values())
-                    row = {"kept_fraction": round(fit["kept_fraction"], 4), "padded_fraction": round(fit["padded_fraction"], 4),
+                    row = {"seq_len": stage.seq_len, "kept_fraction": round(fit["kept_fraction"], 4),
+                           "padded_fraction": round(fit["padded_fraction"], 4),
                            "cropped_fraction": round(fit["cropped_fraction"], 4),
-                           "unfinished_fraction": round(fit.get("unfinished_fraction", 0), 4),
                            "overlap_fraction": round(fit.get("overlap_fraction", 0), 4),
-                           "max_share_miss_points": round(100 * miss, 2), "tokens": mix["tokens"]}
-                    result.setdefault(name, {}).setdefault(stage.id, {})[f"{seq_len} {mode}"] = row
-                    print(f"{name:12} {stage.id:12} {seq_len:5} {mode:5} kept {row['kept_fraction']:.2%} padded "
-                          f"{row['padded_fraction']:.2%} share miss {row['max_share_miss_points']:.2f} pt "
-                          f"(unfinished at the end {row['unfinished_fraction']:.1%})", flush=True)
-    save("packing", result)
+                           "max_share_miss_points": round(100 * miss, 2), "tokens": mix["tokens"],
+                           "target_tokens": mix["target_tokens"], "cut_fraction": round(fit.get("cut_fraction", 0), 4),
+                           "in_rows_fraction": round(fit.get("in_rows_fraction", fit["kept_fraction"]), 4),
+                           **piece_figures(out / stage.id, {s: out / tokenized_name(mixture.source_path(s))
+                                                            for s in mix["sources"]})}
+                    if "unfinished_fraction" in fit:  # before issue #46: tails the budget left out, not counted
+                        row["unfinished_fraction"] = round(fit["unfinished_fraction"], 4)
+                    result.setdefault(name, {}).setdefault(stage.id, {})[label] = row
+                    print(f"{name:12} {stage.id:12} {label:10} kept {row['kept_fraction']:.2%} (cut at shares' ends "
+                          f"{row['cut_fraction']:.2%}) padded "
+                          f"{row['padded_fraction']:.2%} share miss {row['max_share_miss_points']:.2f} pt; pieces "
+                          f"{row['pieces']}, under 32 tokens {row['pieces_under_32_share']:.1%}, split though they fit "
+                          f"{row['split_though_fits']}, uncounted tails {row['tails_missing_uncounted']}", flush=True)
+    save(args.save_as, result)
     return result
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", nargs="?", choices=["speed", "memory", "packing", "all"], default="all")
+    ap.add_argument("mode", nargs="?", choices=["speed", "tokenize", "memory", "packing", "all"], default="all")
     ap.add_argument("--copies", type=int, default=10, help="speed: repeats of the sample")
     ap.add_argument("--copies-list", type=int, nargs=2, default=[4, 40], help="memory: two corpus sizes")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-datatrove", action="store_true")
+    ap.add_argument("--seq-lens", type=int, nargs="+", default=[0, 257, 4097],
+                    help="packing: row lengths (0: each mixture's own)")
+    ap.add_argument("--modes", nargs="+", default=["split", "crop"], help="packing: long_docs modes")
+    ap.add_argument("--save-as", default="packing", help="packing: the results section to write")
     args = ap.parse_args()
     if args.mode in ("speed", "all"):
         mode_speed(args)
+    if args.mode in ("tokenize", "all"):
+        mode_tokenize(args)
     if args.mode in ("memory", "all"):
         mode_memory(args)
     if args.mode in ("packing", "all"):

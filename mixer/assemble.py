@@ -2,7 +2,8 @@
 
 A document is BOS, the metadata prefix (when the stage keeps it; flagged META and LOSS, so the trainer
 may train on it, mask it or drop it), the text (or its FIM variant), and EOS; a piece is the part of
-it the packer gave a row (a chunk, or the head of a cropped document). The text's LOSS bit is cleared on the spans whose `segments` role the stage masks
+it the packer gave a row (all of it, one of the pieces of a long document, or the head of a cropped
+one). The text's LOSS bit is cleared on the spans whose `segments` role the stage masks
 (scaffolding, user turns). BOS is never a target. Tokens are read from the tokenized streams with
 positioned reads, so only the piece being placed is ever in memory (memory maps would leave every
 page the stage touched resident).
@@ -146,6 +147,7 @@ PACKED_EXTRA = [
     pa.field("replay_of", pa.string()),   # the replayed stage, null for the stage's own mix
     pa.field("epoch", pa.int32()),
     pa.field("fim", pa.bool_()),
-    pa.field("cropped", pa.int64()),      # tokens of the document cut off at the row's end (long_docs: crop)
+    pa.field("cropped", pa.int64()),      # tokens of the document after this piece in no row (long_docs: crop, or
+    # a long document the budget ended inside): set on its last piece, 0 on every other
     pa.field("offset", pa.int64()),       # the piece's first token in its document's sequence (BOS = 0)
 ]

@@ -76,13 +76,13 @@ def _owner(mixture: Mixture) -> str:
 
 
 def tokenize_sources(mixture: Mixture, out: Path, engine: str, options: dict | None,
-                     log: Callable[[str], Any]) -> dict[str, Path]:
+                     log: Callable[[str], Any], named: str = "OUT") -> dict[str, Path]:
     """Tokenizer first, then every distinct source dataset through `mix.tokenize`; returns
-    source name -> tokenized dataset."""
+    source name -> tokenized dataset. `named`: how the command took `out`, for its refusals."""
     paths = source_paths(mixture)
     distinct = list(dict.fromkeys(paths.values()))
     order = [TOKENIZER_STAGE] + [tokenized_name(p) for p in distinct] + [s.id for s in mixture.stages]
-    check_workdir(out, order, owner=_owner(mixture))
+    check_workdir(out, order, owner=_owner(mixture), named=named, force=None)
     storage.makedirs(out)
     atomic_write_text(out / RUN_LOG, json.dumps({"recipe": _owner(mixture), "kind": "mixture", "order": order},
                                                 indent=2))
@@ -109,10 +109,10 @@ def tokenize_sources(mixture: Mixture, out: Path, engine: str, options: dict | N
 
 
 def plan(mixture: Mixture, out: Path, engine: str = "local", options: dict | None = None,
-         log: Callable[[str], Any] = print) -> tuple[dict[str, list[SlotTotals]], dict[str, Path]]:
+         log: Callable[[str], Any] = print, named: str = "OUT") -> tuple[dict[str, list[SlotTotals]], dict[str, Path]]:
     """Tokenize (cached) and plan; raises PlanError when a budget cannot be met."""
     out = storage.as_path(out)
-    tokenized = tokenize_sources(mixture, out, engine, options, log)
+    tokenized = tokenize_sources(mixture, out, engine, options, log, named)
     slots = plan_mixture(mixture, tokenized, get_engine(engine, options))
     notes = precision_notes(mixture, slots)
     shown = (read_json_safe(out / PLAN_FILE) or {}).get("notes")

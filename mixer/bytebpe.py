@@ -16,7 +16,6 @@ returns None).
 """
 from __future__ import annotations
 
-import json
 import unicodedata
 from itertools import chain
 
@@ -91,16 +90,17 @@ class ByteBPE:
 
     @classmethod
     def for_tokenizer(cls, tok) -> "ByteBPE | None":
-        """The fast encoder when `tok` has the shape it reproduces exactly, else None."""
-        spec = json.loads(tok.to_str())
-        pre = spec.get("pre_tokenizer") or {}
-        model = spec.get("model") or {}
-        plain_pre = (pre.get("type") == "ByteLevel" and pre.get("use_regex", True)
-                     and not pre.get("add_prefix_space", True))
+        """The fast encoder when `tok` has the shape it reproduces exactly, else None. Read from the
+        tokenizer's parts, not its JSON: serialising and parsing the whole vocabulary cost more CPU
+        than tokenizing a small dataset (issue #46)."""
+        from tokenizers import models, pre_tokenizers
+
+        pre = tok.pre_tokenizer
+        plain_pre = (isinstance(pre, pre_tokenizers.ByteLevel) and pre.use_regex and not pre.add_prefix_space)
         # added tokens are only left inside text when they are special and encode_special_tokens is on
-        added_inert = all(a.get("special") for a in spec.get("added_tokens", ())) and tok.encode_special_tokens
-        if (spec.get("normalizer") is None and plain_pre and model.get("type") == "BPE"
-                and not model.get("dropout") and added_inert):
+        added_inert = all(a.special for a in tok.get_added_tokens_decoder().values()) and tok.encode_special_tokens
+        if (tok.normalizer is None and plain_pre and isinstance(tok.model, models.BPE)
+                and not tok.model.dropout and added_inert):
             return cls(tok)
         return None
 

@@ -49,7 +49,8 @@ def plan_cmd(mixture, out, engine, workers, spark_master, ray_address):
     mix = load_mixture(mixture)
     with tempfile.TemporaryDirectory(prefix="assay-plan-") as scratch:  # no folder left that no build reads
         where = storage.as_path(out) if out else (Path(mix.workdir) if mix.workdir else Path(scratch))
-        slots, _ = plan(mix, where, engine, _options(workers, spark_master, ray_address), log=click.echo)
+        named = "--out" if out else "the mixture's workdir:"
+        slots, _ = plan(mix, where, engine, _options(workers, spark_master, ray_address), log=click.echo, named=named)
     kept = f"tokenized sources in {where}" if where != Path(scratch) else "tokenized sources not kept: --out OUT keeps them for `mix build`"
     table = Table(*PLAN_HEADERS, title=f"{mix.name}: plan ({kept})")
     for row in plan_rows(mix, slots):

@@ -69,7 +69,9 @@ def show(out: Path, stage: str | None, rows: int, console) -> None:
                       f"the prefix masked); meta prefix {m['meta_fraction']:.1%}; role-masked {m['role_masked_fraction']:.1%}")
         console.print(f"packing waste: best fit {fit['waste_fraction']:.2%} ({fit['cropped_tokens']:,} cropped + "
                       f"{fit['padded_tokens']:,} padded); greedy {greedy['waste_fraction']:.2%} "
-                      f"({greedy['cropped_tokens']:,} cropped + {greedy['padded_tokens']:,} padded)")
+                      f"({greedy['cropped_tokens']:,} cropped + {greedy['padded_tokens']:,} padded)"
+                      + (f"; {fit['cut_tokens']:,} tokens of documents cut where a share ended ({fit['cut_fraction']:.1%})"
+                         if fit.get("cut_tokens") else ""))
         if rows and shards:
             vocab = Vocab.load(ds.tokenizer_path)
             for r in range(min(rows, len(ds.tokens(shards[0])))):

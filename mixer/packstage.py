@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, fields
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -94,7 +94,7 @@ class Pack(GlobalStage):
     output_kind = "tokens"
     cardinality = "many_to_many"
     reads = {"tokenizer": "file"}
-    version = "2"  # 2: packed in buckets of documents on the engine's workers
+    version = "3"  # 2: packed in buckets of documents on the engine's workers; 3: whole pieces (issue #46)
 
     def output_schema(self, input_schemas=()) -> pa.Schema:
         return PACKED_INDEX_SCHEMA
@@ -206,12 +206,8 @@ class BucketPacker:
 
     def __init__(self, mixture: Mixture, stage, slots: list[Slot], part: list[float], bucketed: bool):
         self.mixture, self.stage, self.slots = mixture, stage, slots
-        split = stage.long_docs == "split"
-        self.split = split
-        # Split documents fill rows to the last token: the draw is whole rows less the one token of
-        # overlap the packer may add to a row when it splits a piece into its room, and each slot
-        # stops at its share of it (inside a document if need be).
-        budget = -(-stage.tokens // (stage.seq_len - 1)) * (stage.seq_len - 1) if split else stage.tokens
+        self.split = stage.long_docs == "split"
+        budget = stage.tokens
         if bucketed:  # the bucket's part of each slot: its share of the slot's eligible tokens
             weights = np.array([s.share for s in slots]) * np.array(part)
             budget = budget * float(weights.sum())
@@ -225,40 +221,41 @@ class BucketPacker:
                                   for j, s in enumerate(slots)]
         self.greedy = greedy = Greedy(stage.seq_len)
         self.fit = fit = Waste()
-        credit = np.zeros(len(slots))
         self.placed = np.zeros(len(slots), np.int64)
         self.pieces = np.zeros(len(slots), np.int64)
         self.fims = np.zeros(len(slots), np.int64)
 
-        def drawn():
-            for d in draw_stage(slots, streams, self.budget, credit, exact=split):
-                if d.offset == 0:
-                    greedy.add(d.length)
-                else:  # a continuation chunk: one of its tokens repeats the previous chunk's last
-                    fit.tokens -= 1
-                    fit.overlap += 1
-                yield d
+        def count(d: Draw) -> Draw:
+            self.placed[d.slot] += d.take  # every piece drawn goes into a row
+            self.pieces[d.slot] += 1
+            self.fims[d.slot] += d.fim and d.offset == 0
+            if d.offset == 0:
+                greedy.add(d.length)
+                fit.documents += 1
+                fit.tokens += d.length
+            else:  # a continuation: its first token repeats the previous piece's last
+                fit.overlap += 1
+            if split:
+                fit.cut += d.cropped  # a slot's share ended inside it
+            else:
+                fit.cropped += d.cropped
+            return d
 
-        def cropped(d: Draw, lost: int) -> None:
-            credit[d.slot] -= lost
+        def top_up(room: int) -> Draw | None:
+            """A whole document for the last rows' room, from the slot least ahead of its share."""
+            ahead = self.placed / np.maximum([s.share for s in slots], 1e-12)
+            for j in np.argsort(ahead, kind="stable"):
+                d = streams[j].fitting(room) if slots[j].share > 0 else None
+                if d is not None:
+                    return count(d)
+            return None
 
-        def split_piece(d: Draw, n: int) -> tuple[Draw, Draw]:
-            credit[d.slot] += 1  # the tail's overlap token is placed too
-            return replace(d, take=n), replace(d, offset=d.offset + n - 1, take=d.take - n + 1)
-
-        for row in best_fit(drawn(), stage.seq_len, self.mixture.lookahead, lambda d: d.take if split else d.length,
-                            fit, cropped, split_piece if split else None):
-            for d, take in row:
-                self.placed[d.slot] += take
-                self.pieces[d.slot] += 1
-                self.fims[d.slot] += d.fim and d.offset == 0
-            yield row
-        fit.unfinished = sum(stream.unfinished() for stream in streams)
+        drawn = (count(d) for d in draw_stage(slots, streams, self.budget, exact=split))
+        yield from best_fit(drawn, stage.seq_len, self.mixture.lookahead, lambda d: d.take, fit, top_up)
 
     def figures(self) -> dict[str, Any]:
         return {"placed": self.placed.tolist(), "pieces": self.pieces.tolist(), "fims": self.fims.tolist(),
                 "taken": [s.taken for s in self.streams], "fit": asdict(self.fit), "greedy": asdict(self.greedy.finish())}
-
 
 class ShardedOutput:
     """Rows into shards of `rows_per_shard`, with the per-shard ledger and doc index."""
@@ -323,7 +320,7 @@ class ShardedOutput:
             ix["replay_of"].append(slot.origin if slot.replay else None)
             ix["epoch"].append(d.epoch)
             ix["fim"].append(d.fim)
-            ix["cropped"].append(d.length - take if d.cropped or take < d.take else 0)
+            ix["cropped"].append(d.cropped)
             ix["offset"].append(d.offset)
             self.index_pool.append(k)
             self.index_doc.append(d.doc)

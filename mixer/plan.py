@@ -25,7 +25,7 @@ from assay.pipeline.dataset import Dataset
 from assay.pipeline.tokens import TokenDataset
 
 from .pack import chunked_length
-from .pools import Pool, reasons
+from .pools import PREFIX_TOO_LONG, Pool, reasons
 from .recipe import Mixture, StageSpec
 
 
@@ -145,6 +145,8 @@ def stage_slots(mixture: Mixture, stage_id: str, pools: dict[str, Pool]) -> list
 
 def _slot_of(mixture: Mixture, stage: StageSpec, name: str, origin: StageSpec, share: float, pool: Pool) -> Slot:
     why = reasons(pool, mixture.sources[name], origin, origin.entry(name))
+    if stage.meta:  # BOS, the prefix and a text token must fit the first piece: a prefix never crosses a row
+        why[(pool.prefix + 2 > stage.seq_len) & (why == None)] = PREFIX_TOO_LONG  # noqa: E711
     eligible = np.flatnonzero(why == None)  # noqa: E711 (elementwise)
     lengths = row_tokens(pool.packed_length(stage.meta)[eligible], stage)
     weights = pool.weights()[eligible] if stage.cluster_rebalance and pool.has_column_values("cluster_weight") else None
@@ -218,7 +220,7 @@ def plan_mixture(mixture: Mixture, tokenized: dict[str, Path], engine: Any) -> d
     found = waves(engine, documents_in(paths) <= mixture.pack_docs)(partial(_shard_totals, mixture, names), items)
     out: dict[str, list[SlotTotals]] = {}
     for stage in mixture.stages:
-        slots = [t[0] for t in slot_totals(mixture, stage.id, {})]
+        slots = slot_totals(mixture, stage.id, {})[0]  # [bucket][slot]: the one bucket's every slot
         for part in found:
             for total, more in zip(slots, part[stage.id]):
                 total.add(more)

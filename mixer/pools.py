@@ -24,6 +24,7 @@ TIER_EXCLUDED = "tier_excluded"
 CODE_HITS = "code_hits"
 TOO_SHORT = "too_short"
 TOO_LONG = "too_long"
+PREFIX_TOO_LONG = "prefix_too_long"  # the metadata prefix leaves no room for text in a row (plan._slot_of)
 
 
 @dataclass

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from assay.pipeline.errors import UserError
 from assay.pipeline.recipe import _friendly
@@ -43,6 +43,8 @@ from assay.pipeline.storage import as_path, is_url
 TIERS = ("High", "Medium-High", "Medium", "Medium-Low", "Low")
 ROLES = ("context", "scaffold", "system", "user", "assistant", "tool")
 META_FIELDS = ("content_type", "lang", "domain", "source", "url")
+# What a built mixture's folder holds beside its stages (build.py): no stage id may name one of them.
+BUILD_FILES = ("tokenizer", "tokenizer.json", "plan.json", "report.html")
 
 
 class MixtureError(UserError):
@@ -132,10 +134,19 @@ class StageSpec(Strict):
     max_epochs: float | None = Field(None, gt=0)
     fim_rate: float = Field(0.0, ge=0, le=1)
     long_docs: Literal["split", "crop"] = Field(
-        "split", description="A document longer than a row: split into chunks continuing across rows "
-        "(every token kept), or crop it to one row (its tail dropped)")
+        "split", description="A document longer than a row: split into whole rows and a rest, continuing "
+        "across rows (every token kept), or crop it to one row (its tail dropped)")
     meta: bool = True
     mask_roles: list[str] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _folder_name(cls, value: str) -> str:  # each stage is built into OUT/<id>
+        if value in (".", ".."):
+            raise ValueError(f"{value!r} names no folder of its own; choose another stage id")
+        if value in BUILD_FILES or value.startswith(("tokenized-", "_")):
+            raise ValueError(f"{value!r} is a name the build uses for its own files; choose another stage id")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> "StageSpec":
@@ -171,7 +182,8 @@ class Mixture(Strict):
     max_epochs: float = Field(1.0, gt=0, description="Default cap on passes over a source in one stage")
     fim_content_types: list[str] = Field(default_factory=lambda: ["code"])
     shard_tokens: int = Field(1 << 24, ge=1024, description="Tokens per output shard (rounded to whole rows)")
-    lookahead: int = Field(512, ge=1, description="Documents the best-fit packer chooses among")
+    lookahead: int = Field(512, ge=1, description="Pieces the best-fit packer sorts and places together "
+                           "(into at most lookahead / 8 open rows)")
     pack_docs: int = Field(250_000, ge=1, description="Input documents per packing task, about: a stage is drawn "
                            "and packed in buckets of documents (by id), one task each, on the engine's workers")
     sources: dict[str, SourceSpec] = Field(min_length=1)

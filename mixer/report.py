@@ -84,7 +84,9 @@ def report_section(run_dir: Path) -> str | None:
             rows.append(f"<tr><td>{html.escape(stage)}</td><td colspan=6>seq_len {mix['seq_len']}, {mix['tokens']:,} tokens "
                         f"(target {mix['target_tokens']:,}); loss on {masks['loss_fraction']:.1%}, meta prefix "
                         f"{masks['meta_fraction']:.1%}, role-masked {masks['role_masked_fraction']:.1%}; packing waste "
-                        f"best fit {fit['waste_fraction']:.2%} vs greedy {greedy['waste_fraction']:.2%}</td></tr>")
+                        f"best fit {fit['waste_fraction']:.2%} vs greedy {greedy['waste_fraction']:.2%}"
+                        + (f"; {fit['cut_tokens']:,} tokens of long documents cut where a share ended "
+                           f"({fit['cut_fraction']:.1%})" if fit.get("cut_tokens") else "") + "</td></tr>")
         parts.append(f"<h3>{html.escape(name)}</h3>" + _plot(name, stages)
                      + "<table><tr><th>stage</th><th>source</th><th>target</th><th>realized</th><th>tokens</th>"
                      "<th>epochs</th><th>max</th></tr>" + "".join(rows) + "</table>")

@@ -81,8 +81,11 @@ class Tokenize(MapStage):
         self.vocab = None
 
     def layout(self) -> TokenLayout:
-        v = self.vocab
-        return TokenLayout(v.vocab_size, 0, v.ids["bos"], v.ids["eos"], v.ids["pad"], None, v.sha256)
+        if getattr(self, "_layout", None) is None:  # kept past teardown: the manifest needs no second setup
+            self.ensure_setup()
+            v = self.vocab
+            self._layout = TokenLayout(v.vocab_size, 0, v.ids["bos"], v.ids["eos"], v.ids["pad"], None, v.sha256)
+        return self._layout
 
     def output_schema(self, input_schemas=()) -> pa.Schema:
         return STREAM_INDEX_SCHEMA
@@ -92,7 +95,6 @@ class Tokenize(MapStage):
         return StreamWriter(TokenShardWriter(out_root, task.index, self.layout(), self.stage_id))
 
     def describe_output(self, out_root: Path) -> dict[str, Any]:
-        self.ensure_setup()
         return {"tokens": self.layout().to_json()}
 
     def run_task(self, task: Task, writer) -> Iterator[Encoded]:

@@ -509,23 +509,25 @@ def fusion_chains(recipe, order: list[str], engine_name: str) -> list[list[str]]
     return chains
 
 
-def check_workdir(root: Path, stage_ids: Sequence[str], owner: str | None = None, replace: bool = False) -> None:
+def check_workdir(root: Path, stage_ids: Sequence[str], owner: str | None = None, replace: bool = False,
+                  named: str = "--workdir", force: str | None = "--force") -> None:
     """A workdir is new, empty, or one Assay made (its run log) for the same recipe (`owner`; another
     recipe's workdir needs `replace`); every stage folder in it is refused unless it is an Assay
-    dataset. Checked for all stages before any runs, so a refusal touches nothing."""
+    dataset. Checked for all stages before any runs, so a refusal touches nothing. `named` and
+    `force`: how the command that asks takes the folder and the flag that replaces (None: none)."""
     from .dataset import read_json_safe
 
     root = storage.as_path(root)
     if storage.exists(root):
         if not storage.is_dir(root):
-            raise OutputRefused(f"--workdir {root}: exists and is not a directory")
+            raise OutputRefused(f"{named} {root}: exists and is not a directory")
         log = read_json_safe(root / RUN_LOG)
         if storage.listdir(root) and not (isinstance(log, dict) and "recipe" in log):
-            raise OutputRefused(f"--workdir {root}: exists, is not empty and is not an Assay run directory; "
-                                "refusing to write there (choose a new workdir)")
+            raise OutputRefused(f"{named} {root}: exists, is not empty and is not an Assay run directory; "
+                                "refusing to write there (choose a new folder)")
         if isinstance(log, dict) and owner is not None and log.get("recipe") not in (None, owner) and not replace:
-            raise OutputRefused(f"--workdir {root}: holds the runs of {log['recipe']!r}, not {owner!r}; choose "
-                                "another workdir (or pass --force to replace its stages)")
+            raise OutputRefused(f"{named} {root}: holds the runs of {log['recipe']!r}, not {owner!r}; choose "
+                                "another folder" + (f" (or pass {force} to replace its stages)" if force else ""))
     for stage_id in stage_ids:
         check_output(root / stage_id)
 

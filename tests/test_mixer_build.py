@@ -141,7 +141,7 @@ def test_round_trip_gives_back_the_documents(built):
                 seen_plain += 1
             assert text == expected
             assert row["bytes"] == len(doc["text"].encode())
-    assert seen_fim > 10 and seen_plain > 100 and seen_chunks > 0
+    assert seen_fim > 10 and seen_plain > 100 and seen_chunks == 0  # every document here fits a row: none is split
 
 
 def test_a_long_document_reassembles_from_its_chunks(corpus, tmp_path):
@@ -159,26 +159,30 @@ def test_a_long_document_reassembles_from_its_chunks(corpus, tmp_path):
     data["sources"] = {"books": {"path": str(tmp_path / "docs"), "content_types": ["book"]},
                        "web": {"path": str(tmp_path / "docs"), "content_types": ["web"]}}
     data["max_epochs"] = 1
-    stage = {"id": "one", "tokens": 8000, "seq_len": 128, "mix": {"books": 1, "web": 1}}
-    data["stages"] = [stage, dict(stage, id="cropped", long_docs="crop", tokens=2000, mix={"books": 0.15, "web": 1})]
+    stage = {"id": "one", "tokens": 12000, "seq_len": 512, "mix": {"books": 1, "web": 1}}
+    data["stages"] = [stage, dict(stage, id="cropped", long_docs="crop", tokens=2000, seq_len=128,
+                                  mix={"books": 0.15, "web": 1})]
     mixture = parse_mixture(data, tmp_path / "mix.yaml")
     build(mixture, tmp_path / "out", log=lambda *_: None)
     vocab = Vocab.load(tmp_path / "out" / "tokenizer.json")
     seqs = _sequences(tmp_path / "out")
     chunks: dict[str, list] = {}
     for tokens, mask, row in _pieces(tmp_path / "out", "one"):
-        chunks.setdefault(row["doc_id"], []).append((row["offset"], tokens, mask, row["bytes"]))
-    finished = 0
+        chunks.setdefault(row["doc_id"], []).append((row["offset"], tokens, mask, row["bytes"], row["cropped"]))
+    finished = cut = 0
     for d in (d for d in long if d["id"] in chunks):
         parts = sorted(chunks[d["id"]], key=lambda c: c[0])
-        assert len(parts) > 3 and parts[0][0] == 0
+        assert len(parts) >= 2 and parts[0][0] == 0
         prefix, text, _ = seqs[d["id"]]
         whole = np.concatenate([[vocab.ids["bos"]], prefix, text, [vocab.ids["eos"]]])
-        if parts[-1][0] + len(parts[-1][1]) < len(whole):
-            continue  # the stage's budget ended inside this document (counted as unfinished below)
+        end = parts[-1][0] + len(parts[-1][1])
+        assert parts[-1][4] == len(whole) - end and not any(c[4] for c in parts[:-1])
+        if end < len(whole):  # the stage's budget ended inside this book: its last piece counts the rest as cropped
+            cut += parts[-1][4]
+            continue
         finished += 1
         rebuilt = np.full(len(whole), -1)
-        for offset, tokens, mask, _ in parts:
+        for offset, tokens, mask, _, _ in parts:
             if offset:  # one token of overlap, the same token, never a target here
                 assert rebuilt[offset] == tokens[0] and not mask[0] & LOSS
             rebuilt[offset:offset + len(tokens)] = tokens
@@ -187,8 +191,10 @@ def test_a_long_document_reassembles_from_its_chunks(corpus, tmp_path):
         assert sum(c[3] for c in parts) == len(d["text"].encode())
     assert finished >= 1
     fit = _manifest(tmp_path / "out", "one")["mix"]["packing"]["best_fit"]
-    assert fit["cropped_tokens"] == 0 and fit["padded_fraction"] < 0.02, fit
-    assert fit["kept_fraction"] == 1.0 and fit["unfinished_tokens"] > 0  # the budget ended inside a book
+    assert fit["cut_tokens"] == cut > 0 and fit["cropped_tokens"] == 0, fit  # the ledger sees the cut
+    assert fit["in_rows_fraction"] == 1 - cut / fit["document_tokens"]
+    # whole documents of 68-112 tokens here: the last rows keep rooms smaller than any of them
+    assert fit["padded_fraction"] < 0.04 and fit["padded_tokens"] < 512, fit
     crop = _manifest(tmp_path / "out", "cropped")["mix"]["packing"]["best_fit"]
     assert crop["cropped_tokens"] > 0
     assert all(not row["offset"] for _, _, row in _pieces(tmp_path / "out", "cropped"))
@@ -287,6 +293,43 @@ def test_planner_refuses_a_budget_beyond_the_epoch_cap(corpus):
         plan(parse_mixture(data, root / "mix.yaml"), root / "out", log=lambda *_: None)
     message = str(err.value)
     assert "\n" not in message and "stage 'broad'" in message and "max_epochs is 4" in message
+
+
+def test_plan_shows_and_checks_every_source_of_a_stage(corpus, tmp_path, capsys):
+    """Issue #46: `assay mix plan` showed and checked only the first source of each stage; a second
+    source over its epoch cap passed with exit 0."""
+    import yaml
+
+    from assay.pipeline.cli import main
+
+    root, _ = corpus
+    data = mixture_data(root / "docs", root / "tokenizer.json")
+    data["stages"] = data["stages"][:2]
+    path = tmp_path / "mix.yaml"
+    path.write_text(yaml.safe_dump(data))
+    main(["mix", "plan", str(path), "--out", str(tmp_path / "out")])
+    table = capsys.readouterr().out
+    for stage, sources in (("broad", ["web", "code", "pr"]), ("anneal", ["pr", "chat", "web (replay of broad)"])):
+        rows = [line for line in table.splitlines() if f"{stage} (" in line]
+        assert [s for s in sources if any(f" {s} " in r for r in rows)] == sources, table
+    data["sources"]["code"]["max_epochs"] = 0.1  # the second source of broad cannot give its share
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SystemExit) as exit_:
+        main(["mix", "plan", str(path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "stage 'broad': source 'code' would need" in err and "max_epochs is 0.1" in err
+
+
+def test_a_prefix_longer_than_a_row_is_a_reason_not_a_split_prefix(corpus, tmp_path):
+    """Issue #46: no metadata prefix crosses a row; a document whose prefix leaves a row no room
+    for text is left out with its reason."""
+    root, _ = corpus
+    data = mixture_data(root / "docs", root / "tokenizer.json")
+    data["meta"] = {"fields": ["content_type", "lang", "domain", "url"]}
+    data["stages"] = [{"id": "tiny", "tokens": 2000, "seq_len": 16, "mix": {"web": 1}}]
+    with pytest.raises(PlanError) as err:
+        plan(parse_mixture(data, tmp_path / "mix.yaml"), tmp_path / "out", log=lambda *_: None)
+    assert "source 'web' has no eligible documents" in str(err.value) and "prefix_too_long" in str(err.value)
 
 
 def test_tokenize_writes_a_flat_stream_token_dataset(built):

@@ -35,8 +35,8 @@ def _manifest(out, stage):
 
 def test_buckets_keep_the_stage_guarantees(local_build):
     """Several buckets, each drawn and packed on its own: every document placed or rejected with a
-    reason, shares within 1.5 points (the slots' tokens split by the buckets' eligible tokens), nearly
-    no padding, nothing cropped, epochs within caps."""
+    reason, shares within 1.5 points (the slots' tokens split by the buckets' eligible tokens), little
+    padding, nothing cropped, epochs within caps."""
     mixture, root, docs = local_build
     out = root / "local"
     buckets = {s.id: _manifest(out, s.id)["stats"]["pack"]["buckets"] for s in mixture.stages}
@@ -53,7 +53,9 @@ def test_buckets_keep_the_stage_guarantees(local_build):
             assert abs(slot["realized_share"] - slot["share"]) <= 0.015, (stage.id, slot)
             assert slot["realized_epochs"] <= slot["max_epochs"] + 1e-9
         fit = mix["packing"]["best_fit"]
-        assert fit["kept_fraction"] >= 0.99 and fit["padded_fraction"] <= 0.02, (stage.id, fit)
+        # whole documents of 50-130 tokens in rows of 256-512: a row's room under the shortest stays
+        # padded (real text, with its short documents, pads under 2%: test_mixer_whole.py)
+        assert fit["kept_fraction"] >= 0.99 and fit["padded_fraction"] <= 0.05, (stage.id, fit)
     reasons = set(_manifest(out, "broad")["counts"]["rejected"])
     assert {"tier_excluded", "code_hits", "not_in_mix", "not_selected"} <= reasons
 

@@ -48,6 +48,10 @@ BAD = [
     (_with(["sources", "web", "path"], KeyError), "sources.web.path: required key is missing"),
     (_with(["stages", 1, "id"], "a"), "stage id 'a' is used twice"),
     (_with(["meta"], {"fields": ["colour"]}), "unknown meta field 'colour'"),
+    # a stage id is a folder name in the build: `.` and `..` were refused only after tokenizing
+    (_with(["stages", 1, "id"], "."), "stages[1] (id '.').id: '.' names no folder of its own"),
+    (_with(["stages", 1, "id"], ".."), "stages[1] (id '..').id: '..' names no folder of its own"),
+    (_with(["stages", 1, "id"], "tokenizer"), "'tokenizer' is a name the build uses for its own files"),
 ]
 
 
@@ -85,3 +89,24 @@ def test_examples_parse(name):
         path = mixture.source_path(name)
         assert path.parent.name == "demo" and path.name in outputs, (name, path)
     assert "curated" in {mixture.source_path(s).name for s in mixture.sources}
+
+
+def test_build_refusals_name_the_out_argument_not_a_workdir_flag(tmp_path, capsys):
+    """Issue #46: `mix build` (which takes OUT) and `mix plan` (which takes --out) said `--workdir`."""
+    from mixer_corpus import documents, write_corpus
+
+    write_corpus(tmp_path / "docs", documents(n_web=5, n_code=5, n_pr=0, n_chat=0), shards=1)
+    data = _with(["sources", "web", "path"], str(tmp_path / "docs"))
+    data["sources"]["code"]["path"] = str(tmp_path / "docs")
+    path = tmp_path / "mix.yaml"
+    path.write_text(yaml.safe_dump(data))
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+    for argv, named in ((["mix", "build", str(path), str(taken)], f"OUT {taken}"),
+                        (["mix", "plan", str(path), "--out", str(taken)], f"--out {taken}")):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and "--workdir" not in err and err.startswith(f"error: {named}: exists"), err
+    assert (taken / "notes.txt").read_text() == "mine"
