@@ -294,3 +294,54 @@ def suite_items(suite: Suite) -> Iterable[tuple[str, Item]]:
     for task in suite.tasks:
         for it in task.items:
             yield task.name, it
+
+
+def absolute_spec(spec: Any, base: str | Path) -> Any:
+    """`spec` with its relative paths (a suite file, NAME=PATH entries, `path` and `labels`) resolved
+    against `base`, the folder of the config that names it. A suite file's own entries stay relative
+    to that file."""
+    base = Path(base)
+    if isinstance(spec, str):
+        if spec in SUITES:
+            return spec
+        if _is_spec_file(spec):
+            return _relative(base, spec)
+        return ",".join(absolute_spec([e], base)[0] for e in (p.strip() for p in spec.split(",")) if e)
+    if isinstance(spec, list):
+        out = []
+        for e in spec:
+            if isinstance(e, str):
+                name, sep, path = e.partition("=")
+                out.append(f"{name.strip()}={_relative(base, path.strip())}" if sep else e)
+            elif isinstance(e, dict):
+                out.append({k: _relative(base, v) if k in ("path", "labels") and isinstance(v, str) else v
+                            for k, v in e.items()})
+            else:
+                out.append(e)
+        return out
+    if isinstance(spec, dict) and "tasks" in spec:
+        tasks = spec["tasks"]
+        return dict(spec, tasks=tasks if isinstance(tasks, str) and tasks in SUITES else absolute_spec(tasks, base))
+    return spec
+
+
+def suite_files(spec: Any) -> list[str]:
+    """Every file a suite spec (with absolute paths, see absolute_spec) reads: what a training run's
+    identity depends on besides its data."""
+    if isinstance(spec, str) and spec in SUITES:
+        return [str(DATA / f"{name}.jsonl.zst") for name in SUITES[spec]]
+    if isinstance(spec, str) and _is_spec_file(spec):
+        from .config import _read_yaml
+
+        data = _read_yaml(Path(spec), "task suite")
+        inner = absolute_spec(data, Path(spec).parent) if isinstance(data, dict) else {}
+        return [spec, *suite_files(inner)]
+    if isinstance(spec, dict):
+        return suite_files(spec.get("tasks", []))
+    files = []
+    for e in _entries(spec, "tasks"):
+        if e.get("path"):
+            files += [e["path"]] + ([e["labels"]] if e.get("labels") else [])
+        elif e["name"] in SHIPPED:
+            files.append(str(DATA / f"{e['name']}.jsonl.zst"))
+    return files
