@@ -84,13 +84,13 @@ def _windows(item: int, choice: int, ctx: np.ndarray, cont: np.ndarray, keep: in
     return out
 
 
-def _rows(windows: list[_Window], max_width: int) -> list[_Row]:
+def _rows(windows: list[_Window], max_width: int, share: bool = True) -> list[_Row]:
     """First windows of one item that share a prefix go in one row (split where it would be wider
-    than max_width); every other window is a row of its own."""
+    than max_width); every other window is a row of its own (every window, with `share` off)."""
     groups: dict[tuple, _Row] = {}
     rows: list[_Row] = []
     for w in windows:
-        key = (w.item, w.prefix.tobytes())
+        key = (w.item, w.prefix.tobytes()) if share else (w.item, w.choice, len(rows))
         row = groups.get(key)
         if row is None or row.width + len(w.branch) - 1 > max_width:
             row = groups[key] = _Row(w.prefix)
@@ -152,9 +152,10 @@ def _score_rows(model, rows: list[_Row], device, autocast) -> list[tuple[float, 
 
 
 def score_requests(model, tokenizer: ModelTokenizer, requests: list[Request], context: int, device="cpu",
-                   autocast=None, batch_tokens: int = 16384) -> tuple[list[dict], dict]:
+                   autocast=None, batch_tokens: int = 16384, share_context: bool = True) -> tuple[list[dict], dict]:
     """Per request: `lp` (summed nats per continuation), `tokens`, `greedy`; and counts of items whose
-    context was cut and continuations scored in several windows."""
+    context was cut and continuations scored in several windows. `share_context=False` gives every
+    continuation a row of its own (the same figures, slower: the benchmark's baseline)."""
     T = context
     flat_ctx = [c for r in requests for c in r.contexts]
     flat_cont = [c for r in requests for c in r.continuations]
@@ -178,7 +179,7 @@ def score_requests(model, tokenizer: ModelTokenizer, requests: list[Request], co
             rolled += len(ws) > 1
             windows += ws
         truncated += cut
-    rows = _rows(windows, max(2 * (T + 1), 8))
+    rows = _rows(windows, max(2 * (T + 1), 8), share_context)
     rows.sort(key=lambda r: (len(r.windows) > 1, r.width))
     results: dict[tuple[int, int], list] = defaultdict(lambda: [0.0, 0, True])
     start = 0
@@ -259,7 +260,7 @@ def macro(tasks: dict[str, dict]) -> dict[str, dict]:
 
 
 def score_suite(model, tokenizer: ModelTokenizer, suite: Suite, context: int, fmt: str = "cf", device="cpu",
-                autocast=None, batch_tokens: int = 16384, per_item: bool = False) -> dict:
+                autocast=None, batch_tokens: int = 16384, per_item: bool = False, share_context: bool = True) -> dict:
     """Score `model` on every task of `suite`. The result (JSON-ready):
 
         {"suite", "format", "context", "items_cap", "tokenizer": {kind, sha256}, "cpu_seconds", "positions",
@@ -274,7 +275,7 @@ def score_suite(model, tokenizer: ModelTokenizer, suite: Suite, context: int, fm
     tasks, positions = {}, 0
     for task in suite.tasks:
         reqs = [request(it, fmt) for it in task.items]
-        scored, counts = score_requests(model, tokenizer, reqs, context, device, autocast, batch_tokens)
+        scored, counts = score_requests(model, tokenizer, reqs, context, device, autocast, batch_tokens, share_context)
         positions += counts["positions"]
         per = defaultdict(list)
         for req, s in zip(reqs, scored):
