@@ -71,7 +71,8 @@ def main() -> int:
         m = t["metrics"]
         cells = "  ".join(f"{k} {v['mean']:.3f} [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}]"
                           for k, v in m.items() if k in ("acc", "p_correct", "bpb"))
-        print(f"  {name:15s} {t['items']:4d} items  chance {t['chance'] or 0:.3f}  {cells}")
+        chance = f"{t['chance']:.3f}" if t["chance"] else "  -  "
+        print(f"  {name:15s} {t['items']:4d} items  chance {chance}  {cells}")
     print("  macro: " + "  ".join(f"{k} {v['mean']:.4f} [{v['ci95'][0]:.4f}, {v['ci95'][1]:.4f}]"
                                   for k, v in a["macro"].items()))
     out = {"checkpoint": str(ckpt_path), "suite": args.suite, "items_cap": suite.items, "context": ckpt["context"],

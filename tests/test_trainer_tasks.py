@@ -304,3 +304,21 @@ def test_continuation_longer_than_the_context_is_scored_in_windows():
               + _plain_lp(model, seq[21:38], 12))
     assert scored[0]["tokens"][0] == 30 and counts["rolled"] == 1
     assert scored[0]["lp"][0] == pytest.approx(expect, abs=1e-4)
+
+
+def test_macro_interval_over_items_and_seeds():
+    """An arm's macro over seeds: mean of the seeds' macros, its interval from the seed variance of the
+    macro / seeds plus the mean over seeds of its item variance."""
+    from assay.trainer.downstream import across_seeds
+
+    def run(means, ses):
+        return {"tasks": {"t": {"metrics": {"p_correct": {"mean": means[0], "se": ses[0]}}}},
+                "macro": {"p_correct": {"mean": means[1], "se": ses[1], "tasks": 1}}}
+
+    out = across_seeds([run((0.30, 0.30), (0.02, 0.02)), run((0.34, 0.34), (0.04, 0.04))])
+    assert out["per_task"]["t"]["p_correct"]["values"] == [0.30, 0.34]
+    mac = out["macro"]["p_correct"]
+    std = np.std([0.30, 0.34], ddof=1)
+    half = 1.96 * math.sqrt(std ** 2 / 2 + (0.02 ** 2 + 0.04 ** 2) / 2)
+    assert mac["mean"] == pytest.approx(0.32) and mac["std"] == pytest.approx(std)
+    assert mac["ci95"] == pytest.approx([0.32 - half, 0.32 + half])

@@ -145,6 +145,7 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
                 raw.setdefault("eval", {})[key] = getattr(ev, key)
         if dense:
             raw.setdefault("moe", {})["num_experts"] = 1
+            raw.get("eval", {}).pop("tasks", None)  # a routing check on held-out BPB; the suite is compared on the arms
         if spec.workers > 1:
             raw["threads"] = 1  # one core per run: parallel runs instead of contended threads
         return raw

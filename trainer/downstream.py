@@ -14,7 +14,8 @@ prompt's tokens, continuation = its tokens, encoded separately. Per item (OLMES'
 * `bpb`: bits per byte of the gold continuation: its nats / (ln 2 x UTF-8 bytes of the scored gold
   continuation string). The one metric every kind has; lower is better.
 
-Accuracy and p_correct are multiple-choice only, except the greedy `acc` above. A task's figure is
+Accuracy and p_correct are multiple-choice only, except the greedy `acc` above. A choice repeated
+in an item (CommonsenseQA has a few) gets its first copy's score, and a tie goes to the first choice. A task's figure is
 the mean over its items, with a 95% interval over items from the normal approximation (mean ± 1.96
 sd/sqrt(n)); the suite's macro average is the mean of the task means over the tasks that have the
 metric, its interval from their standard errors (se = sqrt(sum se_k^2) / K).
@@ -162,6 +163,7 @@ def score_requests(model, tokenizer: ModelTokenizer, requests: list[Request], co
     enc_ctx, enc_cont = _encode_unique(tokenizer, flat_ctx), _encode_unique(tokenizer, flat_cont)
     bos = [] if tokenizer.bos_id is None else [tokenizer.bos_id]
     windows: list[_Window] = []
+    alias: dict[tuple[int, int], tuple[int, int]] = {}
     truncated = rolled = 0
     k = 0
     for i, r in enumerate(requests):
@@ -172,7 +174,12 @@ def score_requests(model, tokenizer: ModelTokenizer, requests: list[Request], co
             raise ValueError("a context of no tokens (a tokenizer without BOS and an empty prompt) predicts nothing")
         longest = max(len(c) for c in conts)
         cut = False
+        seen: dict[tuple[str, str], int] = {}
         for j, (ctx, cont) in enumerate(zip(ctxs, conts)):
+            first = seen.setdefault((r.contexts[j], r.continuations[j]), j)
+            if first != j:  # a repeated choice (CSQA has some) scores exactly as its first copy
+                alias[(i, j)] = (i, first)
+                continue
             keep = min(len(ctx), max(T + 1 - longest, T // 2))
             cut |= keep < len(ctx)
             ws = _windows(i, j, ctx, cont, keep, T)
@@ -204,7 +211,7 @@ def score_requests(model, tokenizer: ModelTokenizer, requests: list[Request], co
         model.train(was_training)
     out = []
     for i, r in enumerate(requests):
-        got = [results[(i, j)] for j in range(len(r.continuations))]
+        got = [results[alias.get((i, j), (i, j))] for j in range(len(r.continuations))]
         out.append({"lp": np.array([g[0] for g in got]), "tokens": np.array([g[1] for g in got]),
                     "greedy": [g[2] for g in got]})
     return out, {"truncated": truncated, "rolled": rolled, "rows": len(rows),
