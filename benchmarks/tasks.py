@@ -75,7 +75,8 @@ def main() -> int:
         print(f"  {name:15s} {t['items']:4d} items  chance {chance}  {cells}")
     print("  macro: " + "  ".join(f"{k} {v['mean']:.4f} [{v['ci95'][0]:.4f}, {v['ci95'][1]:.4f}]"
                                   for k, v in a["macro"].items()))
-    out = {"checkpoint": str(ckpt_path), "suite": args.suite, "items_cap": suite.items, "context": ckpt["context"],
+    where = Path(ckpt_path).resolve()
+    out = {"checkpoint": str(where.relative_to(REPO)) if where.is_relative_to(REPO) else str(ckpt_path), "suite": args.suite, "items_cap": suite.items, "context": ckpt["context"],
            "threads": 1, "cpu_seconds": {"shared_context": a["cpu_seconds_total"],
                                          "row_per_continuation": b["cpu_seconds_total"]},
            "positions": {"shared_context": a["positions"], "row_per_continuation": b["positions"]},
