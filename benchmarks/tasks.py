@@ -70,7 +70,7 @@ def main() -> int:
     for name, t in a["tasks"].items():
         m = t["metrics"]
         cells = "  ".join(f"{k} {v['mean']:.3f} [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}]"
-                          for k, v in m.items() if k in ("acc", "p_correct", "bpb"))
+                          for k, v in m.items() if k in ("acc", "p_correct", "greedy", "bpb"))
         chance = f"{t['chance']:.3f}" if t["chance"] else "  -  "
         print(f"  {name:15s} {t['items']:4d} items  chance {chance}  {cells}")
     print("  macro: " + "  ".join(f"{k} {v['mean']:.4f} [{v['ci95'][0]:.4f}, {v['ci95'][1]:.4f}]"

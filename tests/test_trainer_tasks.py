@@ -236,13 +236,13 @@ def test_every_metric_against_hand_computed_values():
     assert res["tasks"]["mc"]["chance"] == pytest.approx((1 / 2 + 1 / 3) / 2)
 
     c = res["tasks"]["cl"]["metrics"]
-    assert set(c) == {"acc", "bpb"}
-    assert res["tasks"]["cl"]["per_item"]["acc"] == [1.0, 0.0]  # " dd" is greedy; after "Answer:" " " is not
+    assert set(c) == {"greedy", "bpb"}
+    assert res["tasks"]["cl"]["per_item"]["greedy"] == [1.0, 0.0]  # " dd" is greedy; after "Answer:" " " is not
     lp_gen = _lp(table, [(ord(":"), sp), (sp, 0xC3), (0xC3, 0xA9)])
     assert c["bpb"]["mean"] == pytest.approx(np.mean([-lp["dd"] / (math.log(2) * 3), -lp_gen / (math.log(2) * 3)]))
     mac = res["macro"]
     assert mac["bpb"]["mean"] == pytest.approx((m["bpb"]["mean"] + c["bpb"]["mean"]) / 2) and mac["bpb"]["tasks"] == 2
-    assert mac["p_correct"]["tasks"] == 1 and mac["p_correct"]["mean"] == pytest.approx(m["p_correct"]["mean"])
+    assert mac["p_correct"]["tasks"] == mac["acc"]["tasks"] == mac["greedy"]["tasks"] == 1 and mac["p_correct"]["mean"] == pytest.approx(m["p_correct"]["mean"])
     assert mac["bpb"]["se"] == pytest.approx(math.hypot(m["bpb"]["se"], c["bpb"]["se"]) / 2)
 
 

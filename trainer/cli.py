@@ -103,7 +103,7 @@ def _stat(name: str, stat: dict | None) -> str:
 def suite_lines(result: dict) -> list[str]:
     """One line per task and one for the macro average: mean ± the half-width of the 95% interval."""
     lines = []
-    shown = ("acc", "acc_per_char", "p_correct", "bpb")
+    shown = ("acc", "acc_per_char", "p_correct", "greedy", "bpb")
     for name, t in result["tasks"].items():
         chance = f", chance {t['chance']:.2f}" if t.get("chance") else ""
         cells = "  ".join(x for x in (_stat(m, t["metrics"].get(m)) for m in shown) if x)

@@ -6,15 +6,16 @@ prompt's tokens, continuation = its tokens, encoded separately. Per item (OLMES'
 
 * `acc`: the choice with the highest summed log-probability is the gold one; `acc_per_token` divides
   each choice's log-probability by its token count first, `acc_per_char` by its characters (those of
-  the scored continuation string, leading space included). For cloze and generation items `acc` is a
-  greedy match: every gold token is the model's most likely next token.
+  the scored continuation string, leading space included). Cloze and generation items have
+  `greedy` instead: every gold token is the model's most likely next token (a separate name, so the
+  macro `acc` averages multiple-choice tasks only).
 * `p_correct`: the probability of the gold choice among the choices, softmax of their summed
   log-probabilities (= P(gold) / sum of P(choice)); `p_correct_per_token` and `p_correct_per_char`
   take the softmax of the per-token and per-character normalised log-probabilities instead.
 * `bpb`: bits per byte of the gold continuation: its nats / (ln 2 x UTF-8 bytes of the scored gold
   continuation string). The one metric every kind has; lower is better.
 
-Accuracy and p_correct are multiple-choice only, except the greedy `acc` above. A choice repeated
+Accuracy and p_correct are multiple-choice only. A choice repeated
 in an item (CommonsenseQA has a few) gets its first copy's score, and a tie goes to the first choice. A task's figure is
 the mean over its items, with a 95% interval over items from the normal approximation (mean ± 1.96
 sd/sqrt(n)); the suite's macro average is the mean of the task means over the tasks that have the
@@ -48,8 +49,8 @@ from .tasks import Suite, load_suite
 from .tokenizer import ModelTokenizer
 
 MC_METRICS = ("acc", "acc_per_token", "acc_per_char", "p_correct", "p_correct_per_token", "p_correct_per_char", "bpb")
-GEN_METRICS = ("acc", "bpb")
-METRICS = MC_METRICS
+GEN_METRICS = ("greedy", "bpb")
+METRICS = (*MC_METRICS, "greedy")
 LOWER_IS_BETTER = {"bpb"}
 
 
@@ -235,7 +236,7 @@ def item_metrics(req: Request, scored: dict) -> dict[str, float]:
     gold_bytes = len(req.continuations[g].encode("utf-8"))
     out = {"bpb": -lp[g] / (math.log(2) * gold_bytes) if gold_bytes else float("nan")}
     if req.kind != "multiple_choice":
-        out["acc"] = float(scored["greedy"][g])
+        out["greedy"] = float(scored["greedy"][g])
         return out
     nchar = np.array([max(len(c), 1) for c in req.continuations], float)
     for name, s in (("", lp), ("_per_token", lp / np.maximum(ntok, 1)), ("_per_char", lp / nchar)):
@@ -277,7 +278,7 @@ def score_suite(model, tokenizer: ModelTokenizer, suite: Suite, context: int, fm
          "macro": {metric: {"mean", "se", "ci95", "tasks"}}}
 
     Metrics: acc, acc_per_token, acc_per_char, p_correct, p_correct_per_token, p_correct_per_char
-    (multiple choice), acc (greedy) and bpb (every kind). Deterministic for a given model and suite."""
+    (multiple choice), greedy (cloze, generation) and bpb (every kind). Deterministic for a given model and suite."""
     t0 = time.process_time()
     tasks, positions = {}, 0
     for task in suite.tasks:
