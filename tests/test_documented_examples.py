@@ -30,6 +30,11 @@ SLOW = {
     "assay train examples/train/tiny.yaml --out runs/tiny": "proxy training",
     "assay eval runs/tiny --data held_out=runs/train-data/eval": "a trained proxy",
     "assay ablate examples/train/ablation.yaml --out runs/ablation": "6 proxy trainings",
+    "assay eval runs/tiny --tasks default": "a trained proxy",
+    "assay eval runs/tiny --tasks arc_easy,piqa --items 200 --json scores.json": "a trained proxy",
+    "assay eval runs/tiny --tasks examples/train/suite.yaml": "a trained proxy",
+    "assay eval runs/tiny --tasks default --json scores.json": "a trained proxy",
+    "assay ablate examples/train/tasks-ablation.yaml --out runs/tasks-ablation": "6 proxy trainings",
     "assay quality build-models --out models/": "trains the shipped quality models (70 s of CPU)",
     # LLM generation through the served SmolLM2 on CPU: minutes each (2-8 candidates of up to 512 tokens).
     "assay quality annotate runs/x/deduped grades.jsonl --backend openai --base-url http://127.0.0.1:8000/v1 --model M":

@@ -83,10 +83,13 @@ def ci95(a: list[float], b: list[float], method: str) -> tuple[float, float] | N
     return diff - half, diff + half
 
 
-def compare(values: dict[str, list[float]], method: str, alpha: float) -> list[dict]:
-    """Every pair of arms, best first: the gap, seed noise measured two ways, p-values, the call."""
+def compare(values: dict[str, list[float]], method: str, alpha: float, higher_is_better: bool = False) -> list[dict]:
+    """Every pair of arms, best first: the gap, seed noise measured two ways, p-values, the call. Arm
+    `a` is the better of the two (the lower mean, or the higher with `higher_is_better`); `diff` and
+    `ci95` are of mean(a) - mean(b)."""
     pairs = []
-    for a, b in itertools.combinations(sorted(values, key=lambda k: np.mean(values[k])), 2):
+    order = sorted(values, key=lambda k: np.mean(values[k]), reverse=higher_is_better)
+    for a, b in itertools.combinations(order, 2):
         va, vb = values[a], values[b]
         diff = float(np.mean(va) - np.mean(vb))
         n = min(len(va), len(vb))
@@ -132,10 +135,17 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
         raw.setdefault("data", {})["train"] = spec.arms[arm]
         if spec.tokens:
             raw["tokens"] = spec.tokens
-        if spec.eval is not None:
-            raw.setdefault("eval", {})["sets"] = dict(spec.eval)
+        ev = spec.eval
+        if ev is not None and ev.sets is not None:
+            raw.setdefault("eval", {})["sets"] = dict(ev.sets)
+        if ev is not None and ev.tasks is not None:
+            raw.setdefault("eval", {})["tasks"] = ev.tasks
+        for key in ("task_items", "task_format"):
+            if ev is not None and getattr(ev, key) is not None:
+                raw.setdefault("eval", {})[key] = getattr(ev, key)
         if dense:
             raw.setdefault("moe", {})["num_experts"] = 1
+            raw.get("eval", {}).pop("tasks", None)  # a routing check on held-out BPB; the suite is compared on the arms
         if spec.workers > 1:
             raw["threads"] = 1  # one core per run: parallel runs instead of contended threads
         return raw
@@ -147,6 +157,7 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
         raise_no_eval()
     if metric_set not in first.eval.sets:
         raise ConfigError(f"metric_set {metric_set!r}: not one of the eval sets ({', '.join(first.eval.sets)})")
+    contamination = _contamination(spec, first, log)
 
     def run_all(jobs: list[tuple[str, int, bool]]) -> dict[tuple[str, int, bool], dict]:
         args = {job: (raw_for(*job), spec.config, str(out / "runs" / raw_for(*job)["name"]), owner, force)
@@ -180,6 +191,10 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
                  for arm, v in values.items()},
         "pairs": compare(values, spec.significance, spec.alpha),
     }
+    if first.eval.tasks is not None:
+        result["tasks"] = task_comparison(summaries, spec.significance, spec.alpha)
+    if contamination is not None:
+        result["contamination"] = contamination
     if spec.dense_check:
         best, second = sorted(values, key=lambda k: np.mean(values[k]))[:2]
         seeds = spec.dense_seeds or spec.seeds
@@ -195,6 +210,63 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
     atomic_write_text(out / RUN_LOG, json.dumps(run_log, indent=2))
     write_run_report(out)
     return result
+
+
+def task_comparison(summaries: dict[str, list[dict]], method: str, alpha: float) -> dict:
+    """Per arm, the task suite's figures over seeds (downstream.across_seeds), and for every macro
+    metric the pairs of arms compared as BPB is (`compare`: p-value, CI, gap over seed std) with the
+    call in words."""
+    from .downstream import LOWER_IS_BETTER, across_seeds
+    from .report import verdict
+
+    arms = {arm: across_seeds([s["tasks"] for s in runs]) for arm, runs in summaries.items()}
+    first = next(iter(summaries.values()))[0]["tasks"]
+    pairs = {}
+    for metric in first["macro"]:
+        values = {arm: r["macro"][metric]["values"] for arm, r in arms.items()}
+        lower = metric in LOWER_IS_BETTER
+        stats = {arm: r["macro"][metric] for arm, r in arms.items()}
+        pairs[metric] = [dict(p, verdict=verdict(p, stats, alpha, method, f"in macro {metric}", "over the task suite",
+                                                  "", lower_is_better=lower))
+                         for p in compare(values, method, alpha, higher_is_better=not lower)]
+    return {"suite": first["suite"], "format": first["format"], "items_cap": first["items_cap"],
+            "items": {t: e["items"] for t, e in first["tasks"].items()},
+            "chance": {t: e["chance"] for t, e in first["tasks"].items()},
+            "kinds": {t: e["kind"] for t, e in first["tasks"].items()},
+            "arms": arms, "pairs": pairs}
+
+
+def _contamination(spec: AblationSpec, cfg, log: Callable[[str], None]) -> dict | None:
+    """Check every arm's training data for the suite's items (contamination.py); refuse when the spec
+    says so."""
+    if cfg.eval.tasks is None or spec.contamination == "off":
+        return None
+    from assay.pipeline.errors import UserError
+
+    from .contamination import check
+    from .tasks import load_suite
+
+    suite = load_suite(cfg.eval.tasks, cfg.eval.task_items)
+    out = {}
+    for arm, path in spec.arms.items():
+        try:
+            out[arm] = check(path, suite)
+        except UserError as exc:
+            out[arm] = {"flagged": None, "skipped": str(exc)}
+            log(f"contamination check of {arm} skipped: {exc}")
+            continue
+        r = out[arm]
+        if r["flagged"]:
+            found = ", ".join(f"{t} {n}" for t, n in r["items"].items())
+            log(f"WARNING {arm}: {r['contaminated_documents']} training documents hold task-suite items ({found})")
+    bad = {arm: r for arm, r in out.items() if r.get("flagged")}
+    if bad and spec.contamination == "refuse":
+        arm, r = next(iter(bad.items()))
+        ex = r["examples"][0]
+        raise ConfigError(f"arm {arm}: {r['contaminated_documents']} training documents hold task-suite items "
+                          f"(e.g. {ex['task']} {ex['item']} in {ex['doc_id']}); decontaminate the data "
+                          "(`assay decontam`) or set contamination: flag")
+    return out
 
 
 def _log_run(log: Callable[[str], None], summary: dict, metric_set: str) -> None:

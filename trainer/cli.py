@@ -35,35 +35,84 @@ def train_command(config: str, out: str | None, force: bool) -> None:
 
 @click.command("eval")
 @click.argument("checkpoint")  # a .pt file or a run directory; either may be a URL
-@click.option("--data", "-d", "data", multiple=True, required=True,
+@click.option("--data", "-d", "data", multiple=True,
               help="Held-out token dataset, as NAME=PATH or PATH (repeatable)")
+@click.option("--tasks", "-t", default=None,
+              help="Downstream task suite: a name (default, olmes, mc, continuation), a comma list of tasks or "
+                   "NAME=PATH entries, or a .yaml/.json suite file")
+@click.option("--items", type=int, default=None, help="Items per task at most (0 = every item; default the suite's, else 500)")
+@click.option("--format", "fmt", type=click.Choice(["cf", "mcf"]), default="cf",
+              help="Task prompts: cloze (cf) or lettered multiple choice (mcf)")
+@click.option("--tokenizer", default=None, help="The model's tokenizer file, when the checkpoint carries none")
 @click.option("--batch-size", type=int, default=16)
 @click.option("--max-rows", type=int, default=None, help="Only the first rows of each set")
 @click.option("--no-prefix/--prefix-only", default=True, help="Also score with META prefixes removed")
-@click.option("--json", "json_out", default=None, help="Write results here (a file or a URL)")
-def eval_command(checkpoint: str, data: tuple[str, ...], batch_size: int, max_rows: int | None, no_prefix: bool,
+@click.option("--json", "json_out", default=None, help="Write results here (a file or a URL; - for stdout)")
+def eval_command(checkpoint: str, data: tuple[str, ...], tasks: str | None, items: int | None, fmt: str,
+                 tokenizer: str | None, batch_size: int, max_rows: int | None, no_prefix: bool,
                  json_out: str | None) -> None:
-    """Held-out bits-per-byte (overall and per source) of a checkpoint (a .pt file or a run directory).
+    """Held-out bits-per-byte (overall and per source) and downstream task scores of a checkpoint (a .pt
+    file or a run directory).
 
     \b
-    Example:
+    Examples:
       assay eval runs/tiny --data held_out=runs/train-data/eval
+      assay eval runs/tiny --tasks default --json scores.json
     """
+    from assay.pipeline.errors import UserError
+
     from .checkpoint import evaluate_checkpoint
 
+    if not data and tasks is None:
+        raise UserError("assay eval: give held-out sets (--data) or a task suite (--tasks), or both")
+    results: dict = {}
     sets = {}
     for item in data:
         name, sep, path = item.partition("=")
         sets[name if sep else item.rstrip("/").rsplit("/", 1)[-1]] = path if sep else item
-    results = evaluate_checkpoint(checkpoint, sets, batch_size=batch_size, max_rows=max_rows, no_prefix=no_prefix)
-    for name, ev in results.items():
-        per = ", ".join(f"{s} {r['bpb']}" for s, r in ev["per_source"].items())
-        extra = f"; prefix removed {ev['no_prefix']['bpb']}" if "no_prefix" in ev else ""
-        click.echo(f"{name}: BPB {ev['bpb']} ({per}){extra}")
-    if json_out:
+    quiet = json_out == "-"
+    say = (lambda m: click.echo(m, err=True)) if quiet else click.echo
+    if sets:
+        results = evaluate_checkpoint(checkpoint, sets, batch_size=batch_size, max_rows=max_rows, no_prefix=no_prefix)
+        for name, ev in results.items():
+            per = ", ".join(f"{s} {r['bpb']}" for s, r in ev["per_source"].items())
+            extra = f"; prefix removed {ev['no_prefix']['bpb']}" if "no_prefix" in ev else ""
+            say(f"{name}: BPB {ev['bpb']} ({per}){extra}")
+    if tasks is not None:
+        from .downstream import score_checkpoint
+
+        scored = score_checkpoint(checkpoint, tasks, items=items, fmt=fmt, tokenizer=tokenizer)
+        for line in suite_lines(scored):
+            say(line)
+        results = dict(results, tasks=scored) if sets else scored
+    if json_out == "-":
+        click.echo(json.dumps(results, indent=1))
+    elif json_out:
         from assay.pipeline.dataset import atomic_write_text
 
         atomic_write_text(storage.as_path(json_out), json.dumps(results, indent=1))
+
+
+def _stat(name: str, stat: dict | None) -> str:
+    if not stat or stat.get("mean") is None:
+        return ""
+    half = (stat["ci95"][1] - stat["ci95"][0]) / 2
+    return f"{name} {stat['mean']:.3f} ±{half:.3f}"
+
+
+def suite_lines(result: dict) -> list[str]:
+    """One line per task and one for the macro average: mean ± the half-width of the 95% interval."""
+    lines = []
+    shown = ("acc", "acc_per_char", "p_correct", "greedy", "bpb")
+    for name, t in result["tasks"].items():
+        chance = f", chance {t['chance']:.2f}" if t.get("chance") else ""
+        cells = "  ".join(x for x in (_stat(m, t["metrics"].get(m)) for m in shown) if x)
+        lines.append(f"{name}: {cells}  ({t['items']} items{chance})")
+    mac = result["macro"]
+    cells = "  ".join(x for x in (_stat(m, mac.get(m)) for m in shown) if x)
+    lines.append(f"macro ({result['suite']}, {len(result['tasks'])} tasks): {cells}  "
+                 f"[{result['format']}, {result['cpu_seconds']} CPU s]")
+    return lines
 
 
 @click.command("ablate")
@@ -93,6 +142,14 @@ def ablate_command(spec: str, out: str | None, force: bool, workers: int | None)
     for p in res["pairs"]:
         click.echo(f"{p['a']} - {p['b']}: {p['diff']:+.4f} ({p['gap_over_std']}x seed std, "
                    f"{res['significance']} p={p['p_value']:.2g}, {'significant' if p['significant'] else 'not significant'})")
+    for metric, pairs in (res.get("tasks") or {}).get("pairs", {}).items():
+        if metric in ("p_correct", "bpb", "acc"):
+            for p in pairs:
+                click.echo(f"tasks, macro {metric}: {p['verdict']}")
+    for arm, r in (res.get("contamination") or {}).items():
+        if r.get("flagged"):
+            click.echo(f"WARNING contamination: {arm}'s training data holds task-suite items "
+                       f"({', '.join(f'{t} {n}' for t, n in r['items'].items())})")
     if "dense_check" in res:
         d = res["dense_check"]
         click.echo(f"dense check {d['a']} vs {d['b']}: {d['mean_a']:.4f} vs {d['mean_b']:.4f} "

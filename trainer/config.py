@@ -152,6 +152,11 @@ class EvalConfig(Strict):
     max_rows: int | None = Field(None, ge=1, description="use only the first rows of each set (fixed)")
     no_prefix: bool = Field(True, description="also evaluate with the META prefix removed")
     allow_overlap: bool = Field(False, description="permit eval doc_ids that also occur in training")
+    tasks: str | list | dict | None = Field(None, description="downstream task suite the final evaluation scores: "
+                                            "a suite name, a comma list, a suite file, or a list (trainer/tasks.py)")
+    task_items: int | None = Field(None, ge=0, description="cap per task (0 = every item; None: the suite's, "
+                                   "else 500)")
+    task_format: Literal["cf", "mcf"] = Field("cf", description="prompt formulation (trainer/prompts.py)")
 
 
 class LogConfig(Strict):
@@ -191,19 +196,40 @@ class TrainConfig(Strict):
         return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
 
 
+class AblationEval(Strict):
+    """An ablation's evaluation: held-out token sets, a downstream task suite, or both."""
+
+    sets: dict[str, str] | None = Field(None, description="name -> held-out token dataset (override the config's)")
+    tasks: str | list | dict | None = Field(None, description="task suite every run's final evaluation scores")
+    task_items: int | None = Field(None, ge=0, description="cap per task (0 = every item)")
+    task_format: Literal["cf", "mcf"] | None = None
+
+
 class AblationSpec(Strict):
     name: str
     config: str = Field(description="train config YAML (relative to the spec)")
     arms: dict[str, str] = Field(description="arm name -> training token dataset (the mixture)")
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     tokens: int | None = Field(None, ge=1, description="the one budget every run gets (overrides the config)")
-    eval: dict[str, str] | None = Field(None, description="held-out sets (override the config's)")
+    eval: AblationEval | None = Field(None, description="{name: path} held-out sets (override the config's), or "
+                                      "{sets: {...}, tasks: SUITE, task_items: N}")
     metric_set: str | None = Field(None, description="eval set whose overall BPB decides; None = the first")
     significance: Literal["welch", "paired", "bootstrap"] = "welch"
     alpha: float = Field(0.01, gt=0, lt=1)
     dense_check: bool = True
     dense_seeds: list[int] | None = None
     workers: int = Field(1, ge=1, description="runs trained at once, one CPU thread each (spawned processes)")
+    contamination: Literal["flag", "refuse", "off"] = Field(
+        "flag", description="arms whose training data holds task-suite items: flag them in the result and report, "
+        "refuse to run, or do not check")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _eval_forms(cls, data: Any) -> Any:
+        ev = data.get("eval") if isinstance(data, dict) else None
+        if isinstance(ev, dict) and ev and not set(ev) & set(AblationEval.model_fields):
+            data = dict(data, eval={"sets": ev})  # today's form: name -> held-out set
+        return data
 
     @model_validator(mode="after")
     def _arms(self) -> "AblationSpec":
@@ -256,6 +282,10 @@ def parse_train_config(data: Any, path: Path | str = "<config>", base: Path | No
     base = base or (Path(path).resolve().parent if Path(path).exists() else Path.cwd())
     cfg.data.train = _resolve(base, cfg.data.train)
     cfg.eval.sets = {name: _resolve(base, p) for name, p in cfg.eval.sets.items()}
+    if cfg.eval.tasks is not None:
+        from .tasks import absolute_spec
+
+        cfg.eval.tasks = absolute_spec(cfg.eval.tasks, base)
     return cfg
 
 
@@ -271,8 +301,12 @@ def load_ablation_spec(path: str | os.PathLike) -> tuple[AblationSpec, dict[str,
     base = path.resolve().parent
     spec.config = _resolve(base, spec.config)
     spec.arms = {name: _resolve(base, p) for name, p in spec.arms.items()}
-    if spec.eval is not None:
-        spec.eval = {name: _resolve(base, p) for name, p in spec.eval.items()}
+    if spec.eval is not None and spec.eval.sets is not None:
+        spec.eval.sets = {name: _resolve(base, p) for name, p in spec.eval.sets.items()}
+    if spec.eval is not None and spec.eval.tasks is not None:
+        from .tasks import absolute_spec
+
+        spec.eval.tasks = absolute_spec(spec.eval.tasks, base)
     raw = _read_yaml(Path(spec.config), "train config")
     load_train_config(spec.config)  # fail early, naming the config file
     return spec, raw

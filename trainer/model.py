@@ -34,7 +34,8 @@ def rope_tables(head_dim: int, length: int, theta: float, device=None) -> tuple[
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x [B, H, T, hd]; rotates pairs (first half, second half) of each head by position angles."""
     a, b = x.float().chunk(2, dim=-1)
-    cos, sin = cos[: x.shape[2]], sin[: x.shape[2]]
+    if cos.dim() == 2:  # a table by position; [B, 1, T, hd/2] tables are per-row positions already
+        cos, sin = cos[: x.shape[2]], sin[: x.shape[2]]
     return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1).to(x.dtype)
 
 
@@ -62,9 +63,9 @@ class Attention(nn.Module):
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         return q, k, v
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         B, T, _ = x.shape
-        y = F.scaled_dot_product_attention(*self.project(x, cos, sin), is_causal=True)
+        y = F.scaled_dot_product_attention(*self.project(x, cos, sin), attn_mask=mask, is_causal=mask is None)
         return self.out(y.transpose(1, 2).reshape(B, T, -1))
 
 
@@ -76,8 +77,8 @@ class Block(nn.Module):
         self.norm2 = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
         self.ffn = ffn
 
-    def forward(self, x, cos, sin, valid=None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        x = x + self.attn(self.norm1(x), cos, sin)
+    def forward(self, x, cos, sin, valid=None, mask=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        x = x + self.attn(self.norm1(x), cos, sin, mask)
         if isinstance(self.ffn, MoE):
             y, aux = self.ffn(self.norm2(x), valid)
             return x + y, aux
@@ -152,11 +153,18 @@ class GPT(nn.Module):
         return 6 * n + 12 * layers * self.cfg.d_model * seq_len
 
     # -- forward -------------------------------------------------------------------------------
-    def hidden(self, idx: torch.Tensor, valid: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def hidden(self, idx: torch.Tensor, valid: torch.Tensor | None = None, positions: torch.Tensor | None = None,
+               mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Final hidden states [B, T, d] and the aux loss. `positions` [B, T] and `mask` [B, 1, T, T]
+        (True: may attend) let one row hold a shared context and several continuations of it, each
+        seeing only the context and itself, at the positions it would have alone (task scoring)."""
         x = self.embed(idx)
         aux = torch.zeros((), device=idx.device)
+        cos, sin = self.rope_cos, self.rope_sin
+        if positions is not None:
+            cos, sin = cos[positions].unsqueeze(1), sin[positions].unsqueeze(1)
         for block in self.blocks:
-            x, a = block(x, self.rope_cos, self.rope_sin, valid)
+            x, a = block(x, cos, sin, valid, mask)
             if a is not None:
                 aux = aux + a
         return x, aux

@@ -136,6 +136,8 @@ def _run_html(run: Path) -> str:
                 rows.append([html.escape(name), "all, prefix removed", ev["no_prefix"]["bpb"], "", ""])
         if rows:
             parts.append(_table(["eval set", "source", "BPB", "tokens", "bytes"], rows))
+        if summary.get("tasks"):
+            parts.append(suite_html(summary["tasks"]))
     if recs:
         parts.append(img(curves_figure({run.name: recs}), "training curves"))
         fig = _moe_figure(recs)
@@ -153,25 +155,29 @@ def _table(headers: list[str], rows: list[list]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def verdict(pair: dict, arms: dict, alpha: float, method: str) -> str:
-    """One comparison in words: which arm won and by how much (lower BPB is better), both arms' mean ±
-    std, the 95% CI of the gap and the p-value, whether that is significant, and a caution when few
-    seeds stand behind it. `pair` is an entry of ablate.compare (arm a has the lower mean)."""
+def verdict(pair: dict, arms: dict, alpha: float, method: str, measure: str = "bits per byte",
+            where: str = "on held-out text", unit: str = " BPB", lower_is_better: bool = True) -> str:
+    """One comparison in words: which arm won and by how much (lower BPB is better, or higher for
+    a task metric), both arms' mean ± std, the 95% CI of the gap and the p-value, whether that is
+    significant, and a caution when few seeds stand behind it. `pair` is an entry of ablate.compare
+    (arm a is the better one)."""
     a, b = pair["a"], pair["b"]
     ra, rb = arms[a], arms[b]
     n = pair.get("n") or len(ra["values"])
-    gap = rb["mean"] - ra["mean"]
-    means = (f"{a} {ra['mean']:.3f} ± {ra['std']:.3f} vs {b} {rb['mean']:.3f} ± {rb['std']:.3f} BPB over "
+    gap = abs(rb["mean"] - ra["mean"])
+    better = "lower is better" if lower_is_better else "higher is better"
+    means = (f"{a} {ra['mean']:.3f} ± {ra['std']:.3f} vs {b} {rb['mean']:.3f} ± {rb['std']:.3f}{unit} over "
              f"{n} seed{'s' if n != 1 else ''}")
     ci = pair.get("ci95")
-    ci_text = f", 95% CI of the gap {-ci[1]:+.3f} to {-ci[0]:+.3f}" if ci else ""
+    lo, hi = sorted((-ci[1], -ci[0]) if lower_is_better else (ci[0], ci[1])) if ci else (0, 0)
+    ci_text = f", 95% CI of the gap {lo:+.3f} to {hi:+.3f}" if ci else ""
     p_text = f"{method} p = {pair['p_value']:.2g}"
     if pair["significant"]:
-        text = (f"{a} beat {b} by {gap:.3f} bits per byte on held-out text (lower is better): {means}{ci_text}; "
+        text = (f"{a} beat {b} by {gap:.3f} {measure} {where} ({better}): {means}{ci_text}; "
                 f"{p_text}, significant at alpha {alpha:g}.")
     else:
-        text = (f"{a} and {b} could not be told apart: {a} is ahead by {gap:.3f} bits per byte (lower is "
-                f"better; {means}{ci_text}), but {p_text} is not below alpha {alpha:g}, so this run does not "
+        text = (f"{a} and {b} could not be told apart: {a} is ahead by {gap:.3f} {measure} ({better}; "
+                f"{means}{ci_text}), but {p_text} is not below alpha {alpha:g}, so this run does not "
                 f"say which data is better.")
     if n < 5:
         text += (f" Caution: {n} seed{'s' if n != 1 else ''} per arm estimate the seed noise only roughly; "
@@ -181,7 +187,7 @@ def verdict(pair: dict, arms: dict, alpha: float, method: str) -> str:
 
 def ablation_html(root: Path) -> str:
     res = json.loads((root / ABLATION).read_text())
-    parts = [f"<h3>Ablation {html.escape(res['name'])}</h3>",
+    parts = [f"<h3>Ablation {html.escape(res['name'])}</h3>", contamination_html(res),
              f"<p>{len(res['seeds'])} seeds per arm, {res['tokens']:,} tokens each; metric: BPB on "
              f"{html.escape(res['metric_set'])}; significance: {html.escape(res['significance'])} "
              f"(alpha {res['alpha']}).</p>"]
@@ -195,6 +201,7 @@ def ablation_html(root: Path) -> str:
                          f"p ({res['significance']})", "significant"], rows))
     parts += [f"<p><b>Verdict.</b> {html.escape(verdict(p, res['arms'], res['alpha'], res['significance']))}</p>"
               for p in res["pairs"]]
+    parts.append(tasks_html(res))
     dense = res.get("dense_check")
     if dense:
         parts.append(f"<p>Dense re-run (num_experts=1) of {html.escape(dense['a'])} vs "
@@ -207,6 +214,80 @@ def ablation_html(root: Path) -> str:
 
             data = base64.b64encode((root / png).read_bytes()).decode()
             parts.append(f'<img alt="{png}" src="data:image/png;base64,{data}">')
+    return "".join(parts)
+
+
+TASK_COLUMNS = ("acc", "p_correct", "bpb")  # per arm in the per-task table; every metric is in ablation.json
+
+
+def _fmt(stat: dict | None) -> str:
+    return f"{stat['mean']:.3f} ± {stat['std']:.3f}" if stat else ""
+
+
+def tasks_html(res: dict) -> str:
+    """The task suite per arm: a per-task table (mean ± std over seeds), the macro averages with their
+    95% interval over items and seeds, and each macro metric's comparison in words."""
+    t = res.get("tasks")
+    if not t:
+        return ""
+    arms = list(t["arms"])
+    head = ["task", "kind", "items", "chance"] + [f"{arm} {m}" for arm in arms for m in TASK_COLUMNS]
+    rows = []
+    for task, n in t["items"].items():
+        chance = t["chance"].get(task)
+        rows.append([html.escape(task), html.escape(t["kinds"][task]), n, f"{chance:.3f}" if chance else ""] +
+                    [_fmt(t["arms"][arm]["per_task"][task].get(m)) for arm in arms for m in TASK_COLUMNS])
+    for m in TASK_COLUMNS:
+        cells = []
+        for arm in arms:
+            mac = t["arms"][arm]["macro"].get(m)
+            cells.append(f"<b>{_fmt(mac)}</b> [{mac['ci95'][0]:.3f}, {mac['ci95'][1]:.3f}]" if mac else "")
+        rows.append([f"<b>macro {m}</b>", "", "", ""] + [c if col == m else "" for c in cells for col in TASK_COLUMNS])
+    parts = [f"<h4>Downstream tasks</h4><p>Suite {html.escape(str(t['suite']))} ({html.escape(t['format'])} prompts, "
+             f"at most {t['items_cap'] or 'every'} items a task), scored at the end of every run; mean ± std over "
+             "seeds; macro rows add the 95% interval over items and seeds. acc and p_correct: higher is "
+             "better; bpb (of the gold continuation): lower is better. Near-chance accuracy is expected of a "
+             "tiny proxy: p_correct and bpb are the figures that move.</p>", _table(head, rows)]
+    rows = [[html.escape(m), html.escape(p["a"]), html.escape(p["b"]), f"{p['diff']:+.4f}", f"{p['gap_over_std']:.1f}",
+             f"{p['p_value']:.2g}", "yes" if p["significant"] else "no"]
+            for m, pairs in t["pairs"].items() for p in pairs]
+    parts.append(_table(["macro metric", "arm a (better)", "arm b", "a − b", "|gap| / seed std",
+                         f"p ({res['significance']})", "significant"], rows))
+    parts += [f"<p><b>Verdict, macro {html.escape(m)}.</b> {html.escape(p['verdict'])}</p>"
+              for m, pairs in t["pairs"].items() if m in TASK_COLUMNS for p in pairs]
+    return "".join(parts)
+
+
+def suite_html(result: dict) -> str:
+    """One model's suite scores (downstream.score_suite): per task and macro, mean [95% interval over items]."""
+    def cell(stat):
+        return f"{stat['mean']:.3f} [{stat['ci95'][0]:.3f}, {stat['ci95'][1]:.3f}]" if stat and stat.get("mean") is not None else ""
+
+    rows = [[html.escape(name), html.escape(t["kind"]), t["items"], f"{t['chance']:.3f}" if t.get("chance") else ""] +
+            [cell(t["metrics"].get(m)) for m in TASK_COLUMNS] for name, t in result["tasks"].items()]
+    rows.append([f"<b>macro ({html.escape(str(result['suite']))})</b>", "", "", ""] +
+                [cell(result["macro"].get(m)) for m in TASK_COLUMNS])
+    return (f"<h4>Downstream tasks</h4><p>{html.escape(result['format'])} prompts, context {result['context']}, "
+            f"{result['cpu_seconds']} CPU s.</p>" + _table(["task", "kind", "items", "chance", *TASK_COLUMNS], rows))
+
+
+def contamination_html(res: dict) -> str:
+    """A warning per arm whose training data holds task-suite items (ablate._contamination)."""
+    found = res.get("contamination") or {}
+    parts = []
+    for arm, r in found.items():
+        if r.get("flagged"):
+            items = ", ".join(f"{html.escape(t)} {n}" for t, n in r["items"].items())
+            ex = "; ".join(f"{html.escape(e['task'])} {html.escape(e['item'])} in {html.escape(str(e['doc_id']))}"
+                           for e in r["examples"][:3])
+            parts.append(f"<p style='color:#b00'><b>Contamination: {html.escape(arm)}</b>'s training data holds "
+                         f"task-suite items in {r['contaminated_documents']} of {r['documents']} documents "
+                         f"(items per task: {items}; e.g. {ex}). Its task scores are not clean.</p>")
+        elif r.get("skipped"):
+            parts.append(f"<p>Contamination check of {html.escape(arm)} skipped: {html.escape(r['skipped'])}</p>")
+    if found and not parts:
+        parts.append(f"<p>Contamination: no arm's training data holds task-suite items ({len(found)} arms checked, "
+                     f"{found[next(iter(found))].get('ngram')}-token windows).</p>")
     return "".join(parts)
 
 

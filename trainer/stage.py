@@ -47,13 +47,24 @@ class TrainRun(GlobalStage):
     owned_names = RUN_FILES
     requires = ("torch",)
     code_modules = ("assay.trainer.train", "assay.trainer.model", "assay.trainer.moe", "assay.trainer.data",
-                    "assay.trainer.evaluate", "assay.trainer.optim", "assay.trainer.config")
+                    "assay.trainer.evaluate", "assay.trainer.optim", "assay.trainer.config", "assay.trainer.tokenizer",
+                    "assay.trainer.downstream", "assay.trainer.prompts", "assay.trainer.tasks", "assay.trainer.upstream")
     log: Callable[[str], None] = staticmethod(lambda message: None)
 
     def train_config(self):
         from .config import TrainConfig
 
         return TrainConfig.model_validate(self.params.config)
+
+    def read_files(self) -> dict[str, list[str]]:
+        """The task suite's files (shipped subsets or the user's own) are part of the run's identity: the
+        final evaluation scores them, so a run scored on other items is another run."""
+        cfg = self.train_config()
+        if cfg.eval.tasks is None:
+            return {}
+        from .tasks import suite_files
+
+        return {"tasks": suite_files(cfg.eval.tasks)}
 
     def inputs(self) -> list[str]:
         cfg = self.train_config()

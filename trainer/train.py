@@ -150,6 +150,11 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         self.rows = TokenRows(cfg.data.train, cfg.data.seq_len)
         _check_eval_sets(cfg, self.rows)
+        from .tokenizer import checkpoint_record
+
+        # Checkpoints carry the tokenizer file, so one scores text (tasks) on its own, moved anywhere.
+        self.tokenizer = checkpoint_record(cfg.data.train, self.rows.layout.to_json())
+        self.suite = self._task_suite()
         self.T = self.rows.context
         self.tokens_per_step = cfg.data.batch_size * cfg.data.grad_accum * self.T
         self.total_steps = max(1, math.ceil(cfg.tokens / self.tokens_per_step))
@@ -173,6 +178,19 @@ class Trainer:
                      "meta_switch_tokens": self.meta_switch, "device": str(self.device),
                      "flops_per_token": self.flops_per_token}
 
+    def _task_suite(self):
+        """The eval section's task suite, loaded (and its tokenizer checked) before training starts."""
+        if self.cfg.eval.tasks is None:
+            return None
+        from .tasks import load_suite
+        from .tokenizer import ModelTokenizer
+
+        if self.tokenizer is None:
+            raise UserError(f"eval.tasks: {self.cfg.data.train} names no tokenizer file, so task text cannot be "
+                            "encoded as the model reads it")
+        self.task_tokenizer = ModelTokenizer.from_text(self.tokenizer["text"], self.rows.layout.to_json())
+        return load_suite(self.cfg.eval.tasks, self.cfg.eval.task_items)
+
     def _peak_flops(self) -> float | None:
         if self.cfg.log.peak_tflops:
             return self.cfg.log.peak_tflops * 1e12
@@ -187,7 +205,8 @@ class Trainer:
         _save({"model": self.model.state_dict(), "optimizers": [o.state_dict() for o in self.optimizers],
                "loader": self.loader.state_dict(), "state": dict(self.state), "rng": torch.get_rng_state(),
                "config": self.cfg.model_dump(mode="json"), "vocab_size": self.rows.layout.vocab_size,
-               "context": self.T, "layout": self.rows.layout.to_json(), "fingerprint": self.fingerprint}, path)
+               "context": self.T, "layout": self.rows.layout.to_json(), "fingerprint": self.fingerprint,
+               "tokenizer": self.tokenizer}, path)
         for old in storage.glob(self.out / CKPT_DIR, "step-*.pt")[: -self.cfg.keep_checkpoints]:
             storage.remove(old)
         self._publish_metrics()
@@ -295,6 +314,7 @@ class Trainer:
                     self.save()
                     window_start = time.perf_counter()
             final_eval = self._eval_record(metrics) if cfg.eval.sets else last_eval
+            tasks = self._tasks_record(metrics) if self.suite is not None else None
         finally:
             metrics.close()
         self.save()
@@ -303,6 +323,8 @@ class Trainer:
                        train_seconds=round(st["seconds"], 2),
                        tokens_per_s=round(st["tokens"] / max(st["seconds"], 1e-9), 1),
                        final_loss=_last_loss(self.metrics_path), eval=final_eval or {})
+        if tasks is not None:
+            summary["tasks"] = tasks
         atomic_write_text(self.out / SUMMARY, json.dumps(summary, indent=1))
         if self._staging is not None:
             import shutil
@@ -314,6 +336,17 @@ class Trainer:
         result = self.evaluate()
         metrics.write(json.dumps({"kind": "eval", "step": self.state["step"], "tokens": self.state["tokens"],
                                   "eval": result}) + "\n")
+        metrics.flush()
+        return result
+
+    def _tasks_record(self, metrics) -> dict:
+        """The final evaluation's task-suite scores (trainer/downstream.py), logged and returned."""
+        from .downstream import score_suite
+
+        result = score_suite(self.model, self.task_tokenizer, self.suite, self.T, self.cfg.eval.task_format,
+                             self.device, self.autocast)
+        metrics.write(json.dumps({"kind": "tasks", "step": self.state["step"], "tokens": self.state["tokens"],
+                                  "tasks": result}) + "\n")
         metrics.flush()
         return result
 

