@@ -149,7 +149,10 @@ def resolve_path_params(params: dict, names: Iterable[str], base: Path) -> dict:
         if value is None:
             continue
         fix = lambda p: p if "://" in p or os.path.isabs(os.path.expanduser(p)) else str(base / p)  # noqa: E731
-        out[name] = [fix(v) for v in ([value] if isinstance(value, str) else value)] if name == "paths" else fix(value)
+        if isinstance(value, (list, tuple)):
+            out[name] = [fix(v) for v in value]
+        else:
+            out[name] = [fix(value)] if name == "paths" else fix(value)
     return out
 
 
