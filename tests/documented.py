@@ -206,6 +206,7 @@ def build_store(ws: Workspace) -> None:
     """Everything the documented lines read, from the bundled sample and the demo's outputs."""
     from assay.pipeline.dataset import Dataset, write_table
     from assay.pipeline.runner import run_stage
+    from assay.pipeline.schema import make_docs
     from assay.pipeline.stage import resolve_stage
 
     import pyarrow as pa
@@ -282,6 +283,20 @@ def build_store(ws: Workspace) -> None:
     ws.add("runs/x/decontam", flagged)
     signals = run_stage(resolve_stage("filter.signals")({}), [docs], small / "signals", **quiet).out
     ws.add("runs/x/signals", signals)
+    # `filter calibrate` needs a language column and 200 documents of a language: the sample's
+    # documents, repeated, through extract.lang_id; its thresholds file and the signals made with it
+    # are what the next documented lines read.
+    texts_all = tiers.column("text").to_pylist()
+    many = make_docs([{"text": texts_all[i % len(texts_all)], "source": "sample"} for i in range(240)])
+    lang = run_stage(resolve_stage("extract.lang_id")({}), [write_table(many, small / "many")], small / "lang", **quiet).out
+    ws.add("runs/x/lang", lang)
+    subprocess.run([str(BIN / "assay"), "filter", "calibrate", str(lang), str(ws.store / "my-thresholds.json"),
+                    "--min-docs", "200"], check=True, capture_output=True, env=ws.env)
+    ws.entries.append("my-thresholds.json")
+    sig = run_stage(resolve_stage("filter.signals")({"calibration": str(ws.store / "my-thresholds.json")}), [lang],
+                    small / "sig", **quiet).out
+    ws.add("runs/x/sig", sig)
+    ws.add("ut1-adult-domains.txt", text="example-adult.test\nblocked.example\n")
     ws.add("annotated", Path(demo / "near_dups"))
     ws.add("runs/x/commits", demo / "history")
     history = Dataset(demo / "history").read()
