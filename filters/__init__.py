@@ -3,7 +3,7 @@ language), PII.
 
 Importing this package registers its stages (filter.*). The quality family (assay.quality) builds its
 scorers and tiers on these signals."""
-from . import basic, pii, rules, signals, urls  # noqa: F401
+from . import basic, lang_mix, pii, pii_ner, rules, signals, toxicity, urls  # noqa: F401
 from .commands import register_commands  # noqa: F401
 
 REPORT_SECTIONS = ["assay.filters.report:report_section"]

@@ -257,6 +257,7 @@ def build_store(ws: Workspace) -> None:
     ws.add("good.jsonl", text="".join(json.dumps(r) + "\n" for r in good))
     ws.add("crawl.jsonl", text="".join(json.dumps(r) + "\n" for r in junk))
     ws.add("grades.jsonl", text="".join(json.dumps({"text": r["text"], "grade": i % 4}) + "\n" for i, r in enumerate(good + junk)))
+    ws.add("ut1-adult-domains.txt", text="# a user's blocklist, UT1's format\ncasino.example\nexample.org/ads/*\n")  # filter.url_blocklist
     for name in ("my_model.ftz", "my.ftz", "edu.ftz"):
         ws.add(name, REPO / "quality" / "models" / "edu.ftz")
 

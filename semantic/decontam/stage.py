@@ -43,6 +43,8 @@ class DecontamParams(Params):
     min_overlap: float = Field(0.34, ge=0, le=1, description="Share of an item's windows a document must contain")
     min_word_share: float = Field(0.34, ge=0, le=1, description="Windows with fewer informative words keep their digits")
     max_items_per_gram: int = Field(20, ge=1, description="Windows shared by more items are boilerplate, not keys")
+    segment: bool = Field(False, description="Windows of words in every script: Chinese, Japanese and Thai are cut into "
+                                             "words first (filters/words.py), not read a character a token")
     mode: Literal["flag", "reject", "mask"] = Field("flag", description="flag: annotate only; reject: drop "
                                                                         "flagged documents; mask: cut the matched spans")
     mask_with: str = Field("", description="Text that replaces a masked span")
@@ -88,7 +90,12 @@ class Decontam(MapStage):
         p = self.params
         registry, base = load_registry(p.benchmarks)
         self.items = load_items(registry, base, p.only, p.since)
-        hashes, offsets = items_csr(self.items.texts, self.items.token_hashes)
+        texts = self.items.texts
+        if p.segment:
+            from .segment import for_matching
+
+            texts = for_matching(pa.array([t or "" for t in texts], pa.string()))[0]
+        hashes, offsets = items_csr(texts, self.items.token_hashes)
         self.index = NgramIndex(hashes, offsets, p.ngram, p.min_tokens, p.max_items_per_gram, p.min_word_share)
 
     def setup(self) -> None:
@@ -109,13 +116,20 @@ class Decontam(MapStage):
             self.encoder.close()
             self.encoder = None
 
-    def find(self, texts: pa.Array | pa.ChunkedArray) -> list[list[dict] | None]:
+    def find(self, texts: pa.Array | pa.ChunkedArray, langs: list[str | None] | None = None) -> list[list[dict] | None]:
         """The hits of each document (None when it has none)."""
         from assay.dedup.hashing import string_buffers
 
         p = self.params
         texts = pc.fill_null(texts, "")
-        offsets, data = string_buffers(texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts)
+        texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+        read, rewritten = texts, None
+        if p.segment:
+            from .segment import for_matching
+
+            words, rewritten = for_matching(texts, langs)
+            read = pa.array(words, pa.string())
+        offsets, data = string_buffers(read)
         doc, item, count, start, end = self.index.scan(data, offsets)
         found: dict[int, dict[int, dict]] = {}
         nkeys = self.index.item_nkeys
@@ -132,18 +146,26 @@ class Decontam(MapStage):
         out: list[list[dict] | None] = [None] * len(texts)
         for d, hits in found.items():
             raw = data[offsets[d]:offsets[d + 1]].tobytes()
+            back = None
+            if rewritten is not None and rewritten[d]:  # offsets in the segmented text -> the document's
+                from .segment import to_original
+
+                back = to_original(texts[d].as_py(), raw.decode("utf-8", "replace"))
             rows = []
             for i, hit in sorted(hits.items()):
                 s, e = hit["start"], hit["end"]
                 if hit.pop("bytes", False):  # byte offsets to character offsets
                     s, e = len(raw[:s].decode("utf-8", "replace")), len(raw[:e].decode("utf-8", "replace"))
+                    if back is not None:
+                        s, e = int(back[s]), int(back[e])
                 rows.append({"benchmark": self.items.benchmarks[i], "item": self.items.ids[i], "kind": hit["kind"],
                              "overlap": round(float(hit["overlap"]), 4), "start": s, "end": e})
             out[d] = rows
         return out
 
     def process(self, table: pa.Table) -> pa.Table:
-        hits = self.find(table.column("text"))
+        langs = table.column("lang").to_pylist() if "lang" in table.column_names else None
+        hits = self.find(table.column("text"), langs)
         self.stats.count("documents", table.num_rows)
         record_stats(self.stats, hits)
         table = set_column(table, "decontam_hits", pa.array(hits, HITS))
