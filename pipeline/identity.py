@@ -16,15 +16,17 @@ What a stage reads, by kind:
   (`Stage.read_files`, e.g. a bundled default model). A stat-keyed cache (path, size, mtime, inode)
   keeps a 1 GB model from being hashed again on every run, while `touch` alone changes nothing;
 * **code**: the stage's `version`, Assay's version and the source of every module in its class
-  hierarchy plus its declared `code_modules`;
+  hierarchy and of every Assay module those import, transitively (read from their source, imports
+  inside functions too), so a helper cannot be left out;
 * **services**: the endpoint and the model behind it (`Stage.service_identity`);
 * **params**: the validated params, with places the stage only writes (`reads` kind "place": a cache
   folder) left out, so moving a cache does not re-run anything.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
-import inspect
+import importlib.util
 import json
 import os
 import sqlite3
@@ -153,36 +155,124 @@ def _combine(pairs: Iterable[tuple[str, str]]) -> str:
     return h.hexdigest()
 
 
-_CODE: dict[str, str] = {}
+_CODE: dict[str, str] = {}  # source file -> digest, once per process (a test clears it to act as a new one)
+_IMPORTS: dict[str, frozenset[str]] = {}  # module -> the modules it imports (the followed namespaces only)
+_LOCATED: dict[str, str | None] = {}  # module -> its source file (None: not a module, or no source)
+
+
+def _package_dirs(package: str) -> list[str] | None:
+    """The folders a package's submodules are found in; None for a namespace package (`assay`: the
+    installer's finder knows where its folders are) or a name that is no package."""
+    module = sys.modules.get(package)
+    if module is not None:
+        return list(module.__path__) if getattr(module, "__file__", None) and hasattr(module, "__path__") else None
+    source = _locate(package)
+    return [os.path.dirname(source)] if source and os.path.basename(source) == "__init__.py" else None
+
+
+def _locate(name: str) -> str | None:
+    """The source file of module `name`, found without running it: through its package's folders, or
+    for a child of a namespace package (`assay.dedup`) from its spec, which runs nothing either."""
+    if name not in _LOCATED:
+        module = sys.modules.get(name)
+        source = getattr(module, "__file__", None) if module is not None else None
+        parent, _, leaf = name.rpartition(".")
+        if source is None and parent:
+            dirs = _package_dirs(parent)
+            if dirs is not None:
+                candidates = [os.path.join(d, leaf, "__init__.py") for d in dirs] + [os.path.join(d, leaf + ".py") for d in dirs]
+                source = next((c for c in candidates if os.path.isfile(c)), None)
+            elif parent in sys.modules:
+                try:
+                    spec = importlib.util.find_spec(name)
+                except (ImportError, ValueError):
+                    spec = None
+                source = spec.origin if spec is not None and spec.has_location else None
+        _LOCATED[name] = source if source and source.endswith(".py") and os.path.isfile(source) else None
+    return _LOCATED[name]
+
+
+def _runs(node: ast.AST) -> bool:
+    """False for an `if TYPE_CHECKING:` block: its imports are for the type checker, never run."""
+    test = getattr(node, "test", None) if isinstance(node, ast.If) else None
+    return not (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+                or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(name: str, tops: frozenset[str]) -> frozenset[str]:
+    """The modules `name` imports anywhere in its source (inside functions too), statically, in the
+    top-level namespaces `tops`. `from pkg import mod` is the module `mod`, not `pkg`'s __init__ (a
+    family's __init__ imports all its stages); `from pkg import name` of anything else is `pkg`."""
+    key = f"{name}|{','.join(sorted(tops))}"
+    if key not in _IMPORTS:
+        source = _locate(name)
+        found: set[str] = set()
+        try:
+            tree = ast.parse(Path(source).read_bytes()) if source else None
+        except (OSError, SyntaxError, ValueError):
+            tree = None
+        package = name if source and os.path.basename(source) == "__init__.py" else name.rpartition(".")[0]
+        todo = [tree] if tree is not None else []
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")
+                    if node.level - 1 >= len(parts):
+                        continue
+                    module = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                else:
+                    module = node.module or ""
+                if module.split(".")[0] not in tops:
+                    continue
+                for alias in node.names:
+                    found.add(f"{module}.{alias.name}" if alias.name != "*" and _locate(f"{module}.{alias.name}")
+                              else module)
+            todo.extend(child for child in ast.iter_child_nodes(node) if _runs(child))
+        _IMPORTS[key] = frozenset(m for m in found if m.split(".")[0] in tops and _locate(m))
+    return _IMPORTS[key]
+
+
+def code_closure(roots: Iterable[str]) -> list[str]:
+    """`roots` and every module they import, transitively, within Assay (`assay.*`) and the roots' own
+    top-level packages (a user's stage and its helpers): the code a stage can run, which no list kept
+    by hand can be trusted to name."""
+    roots = sorted(set(roots))
+    tops = frozenset({"assay"} | {r.split(".")[0] for r in roots})
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(_imports(name, tops) - seen)
+    return sorted(seen)
+
+
+def _stage_modules(cls: type) -> list[str]:
+    """The modules of a stage's class hierarchy and all they import (see code_closure)."""
+    return code_closure(k.__module__ for k in cls.__mro__ if k.__module__ not in ("builtins", "abc", "typing"))
 
 
 def module_digest(module_name: str) -> str:
-    """sha256 of a module's source file (cached per process)."""
-    if module_name not in _CODE:
-        module = sys.modules.get(module_name)
-        try:
-            source = inspect.getsourcefile(module) if module is not None else None
-        except TypeError:
-            source = None
-        _CODE[module_name] = file_digest(source) if source and os.path.isfile(source) else f"unknown:{module_name}"
-    return _CODE[module_name]
+    """sha256 of a module's source file (by the stat-keyed file cache; remembered per process)."""
+    source = _locate(module_name)
+    if source is None:
+        return f"unknown:{module_name}"
+    if source not in _CODE:
+        _CODE[source] = file_digest(source)
+    return _CODE[source]
 
 
 def code_identity(cls: type) -> dict[str, str]:
-    """The stage's code: its version, Assay's version, and the source of each module of its class
-    hierarchy (the stage and the bases it inherits behaviour from) and of its declared code_modules."""
+    """The stage's code: its version, Assay's version, and the source of every module of its class
+    hierarchy and every module those import within Assay, transitively (`code_closure`)."""
     from . import __version__
 
-    modules = {k.__module__ for k in cls.__mro__ if k.__module__ not in ("builtins", "abc", "typing")}
-    modules |= set(getattr(cls, "code_modules", ()))
-    for name in list(modules):
-        if name not in sys.modules:
-            try:
-                __import__(name)
-            except ImportError:
-                pass
     return {"version": str(getattr(cls, "version", "1")), "assay": __version__,
-            "modules": _combine((m, module_digest(m)) for m in sorted(modules))}
+            "modules": _combine((m, module_digest(m)) for m in _stage_modules(cls))}
 
 
 def _digest_json(value: Any) -> str:
@@ -267,9 +357,9 @@ def describe_inputs(cls: type) -> list[str]:
     if "service_identity" in {k for klass in cls.__mro__ if klass.__module__ != "assay.pipeline.stage"
                               for k in vars(klass)}:
         lines.append("service: the endpoint and the model behind it")
-    modules = sorted({k.__module__ for k in cls.__mro__ if k.__module__ not in ("builtins", "abc", "typing")}
-                     | set(getattr(cls, "code_modules", ())))
-    lines.append(f"code: version {getattr(cls, 'version', '1')} and the source of {', '.join(modules)}")
+    modules = _stage_modules(cls)
+    lines.append(f"code: version {getattr(cls, 'version', '1')} and the source of its {len(modules)} modules "
+                 f"(its own and all they import): {', '.join(modules)}")
     lines.append("params: every param except places")
     return lines
 
