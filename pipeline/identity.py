@@ -13,12 +13,13 @@ What a stage reads, by kind:
   reaches every stage below it, and nothing else);
 * **files**: the params it declares in `reads` with kind "file" (models, registries, templates,
   calibrations, tokenizers, input globs), hashed by content, plus files it reads without a param
-  (`Stage.read_files`, e.g. a bundled default model). A stat-keyed cache (path, size, mtime, inode)
-  keeps a 1 GB model from being hashed again on every run, while `touch` alone changes nothing;
+  (`Stage.read_files`, e.g. a bundled default model). A stat-keyed cache (path, size, mtime, ctime,
+  inode) keeps a 1 GB model from being hashed again on every run, while `touch` alone changes nothing;
 * **code**: the stage's `version`, Assay's version and the source of every module in its class
   hierarchy and of every Assay module those import, transitively (read from their source, imports
   inside functions too), so a helper cannot be left out;
-* **services**: the endpoint and the model behind it (`Stage.service_identity`);
+* **services**: the endpoint and the model behind it (`Stage.service_identity`: what the server says
+  it serves, or the local weights by content), which is also the request cache's namespace;
 * **params**: the validated params, with places the stage only writes (`reads` kind "place": a cache
   folder) left out, so moving a cache does not re-run anything.
 """
@@ -48,8 +49,8 @@ def _cache_root() -> Path:
 
 
 class _HashCache:
-    """sha256 of files keyed by (path, size, mtime_ns, inode, device): a file whose stat is unchanged is
-    not read again. Kept in SQLite (safe under concurrent processes); in memory only where the cache
+    """sha256 of files keyed by (path, size, mtime_ns, ctime_ns, inode, device): a file whose stat is
+    unchanged is not read again (a write that puts the mtime back still moves the ctime). Kept in SQLite (safe under concurrent processes); in memory only where the cache
     folder cannot be written."""
 
     def __init__(self) -> None:
@@ -65,8 +66,8 @@ class _HashCache:
                 root = _cache_root()
                 root.mkdir(parents=True, exist_ok=True)
                 db = sqlite3.connect(root / "file-hashes.sqlite", timeout=30, check_same_thread=False)
-                db.execute("CREATE TABLE IF NOT EXISTS hashes (path BLOB PRIMARY KEY, size INTEGER, mtime_ns INTEGER,"
-                           " ino INTEGER, dev INTEGER, sha256 TEXT)")
+                db.execute("CREATE TABLE IF NOT EXISTS file_hashes (path BLOB PRIMARY KEY, size INTEGER,"
+                           " mtime_ns INTEGER, ctime_ns INTEGER, ino INTEGER, dev INTEGER, sha256 TEXT)")
                 self._db = db
             except (OSError, sqlite3.Error):
                 self._db = None
@@ -77,18 +78,18 @@ class _HashCache:
 
         real = os.path.realpath(path) if folders is None else real_path(path, folders)
         st = os.stat(real)
-        key = (real, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+        key = (real, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
         with self._lock:
             if key in self._memory:
                 return self._memory[key]
             db = self._conn()
             if db is not None:
                 try:
-                    row = db.execute("SELECT size, mtime_ns, ino, dev, sha256 FROM hashes WHERE path = ?",
+                    row = db.execute("SELECT size, mtime_ns, ctime_ns, ino, dev, sha256 FROM file_hashes WHERE path = ?",
                                      (os.fsencode(real),)).fetchone()
-                    if row and tuple(row[:4]) == key[1:]:
-                        self._memory[key] = row[4]
-                        return row[4]
+                    if row and tuple(row[:5]) == key[1:]:
+                        self._memory[key] = row[5]
+                        return row[5]
                 except sqlite3.Error:
                     pass
         with open(real, "rb") as handle:
@@ -99,7 +100,7 @@ class _HashCache:
             if db is not None:
                 try:
                     with db:
-                        db.execute("INSERT OR REPLACE INTO hashes VALUES (?, ?, ?, ?, ?, ?)",
+                        db.execute("INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?, ?, ?, ?)",
                                    (os.fsencode(real), *key[1:], digest))
                 except sqlite3.Error:
                     pass
@@ -309,11 +310,12 @@ def fingerprint_of(identity: dict[str, Any]) -> str:
 
 
 def cache_namespace(stage: "Stage") -> str:
-    """The request cache's namespace: the stage's backend (service and model files), so two backends
-    never share an answer. Params are not in it: the request itself carries what was asked."""
+    """The request cache's namespace: the part of the stage's identity that says what answers (its
+    `service_identity`, the same value its fingerprint holds), so a backend with other weights never
+    hands out another's answer, and an answer is reused exactly where the stage would be. Params are
+    not in it: the request itself carries what was asked. "" for a stage that declares no service."""
     service = stage.service_identity()
-    files = {name: _combine((str(p), path_digest(p)) for p in paths) for name, paths in sorted(stage.read_files().items())}
-    return _digest_json({"service": service, "files": files})[:24]
+    return _digest_json(service)[:32] if service is not None else ""
 
 
 def why(new: dict[str, Any], old: dict[str, Any] | None) -> str:
