@@ -34,7 +34,6 @@ class DefaultTier(MapStage):
     """
 
     Params = TierParams
-    holds_model = True
     reads = {"calibration": "file"}
     requires = ("fasttext_new",)
     batch_rows = 5_000

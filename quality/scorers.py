@@ -70,7 +70,6 @@ class FastTextScorer(MapStage):
     """
 
     Params = FastTextParams
-    holds_model = True
     reads = {"model": "file"}
     requires = ("fasttext_new",)
     batch_rows = 10_000
@@ -112,7 +111,6 @@ class LMScorer(MapStage):
     """
 
     Params = LMParams
-    holds_model = True
     reads = {"model": "file"}
     columns = {"quality_lm": pa.float32()}
     batch_rows = 10_000

@@ -2,7 +2,7 @@
 
 * `HTTPBackend`: any OpenAI-compatible server (`OpenAIClient`).
 * `LocalBackend`: a transformers model inside this worker (default SmolLM2-135M-Instruct), with
-  request batching; CUDA when present. On Ray it lives in the stage's actor pool (`holds_model`).
+  request batching; CUDA when present. On Ray it lives in the stage's actor pool (loaded once per actor).
 
 Stages never see which one they talk to: the request cache, retries and statistics of the service
 base work the same for both, and `assay serve` makes a local model an HTTP one. What answers (the

@@ -55,7 +55,6 @@ class Tally:
 class LLMStage(ServiceStage):
     Params: ClassVar[type[LLMParams]] = LLMParams
     cardinality = "one_to_many"
-    holds_model = True  # with the local backend the model stays loaded in the worker (Ray: an actor pool)
     reads = {"cache_dir": "place", "model_path": "file"}
 
     def check(self) -> list[str]:
