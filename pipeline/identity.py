@@ -50,8 +50,9 @@ def _cache_root() -> Path:
 
 class _HashCache:
     """sha256 of files keyed by (path, size, mtime_ns, ctime_ns, inode, device): a file whose stat is
-    unchanged is not read again (a write that puts the mtime back still moves the ctime). Kept in SQLite (safe under concurrent processes); in memory only where the cache
-    folder cannot be written."""
+    unchanged is not read again (a write that puts the mtime back still moves the ctime). Beside it,
+    what was derived from a file's content (a module's imports), keyed by its sha256. Kept in SQLite
+    (safe under concurrent processes); in memory only where the cache folder cannot be written."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -68,6 +69,8 @@ class _HashCache:
                 db = sqlite3.connect(root / "file-hashes.sqlite", timeout=30, check_same_thread=False)
                 db.execute("CREATE TABLE IF NOT EXISTS file_hashes (path BLOB PRIMARY KEY, size INTEGER,"
                            " mtime_ns INTEGER, ctime_ns INTEGER, ino INTEGER, dev INTEGER, sha256 TEXT)")
+                db.execute("CREATE TABLE IF NOT EXISTS derived (sha256 TEXT, kind TEXT, value TEXT,"
+                           " PRIMARY KEY (sha256, kind))")
                 self._db = db
             except (OSError, sqlite3.Error):
                 self._db = None
@@ -105,6 +108,28 @@ class _HashCache:
                 except sqlite3.Error:
                     pass
         return digest
+
+    def derived(self, digest: str, kind: str, compute) -> str:
+        """`compute()` (a str) of the file whose sha256 is `digest`, remembered by that digest."""
+        with self._lock:
+            db = self._conn()
+            if db is not None:
+                try:
+                    row = db.execute("SELECT value FROM derived WHERE sha256 = ? AND kind = ?", (digest, kind)).fetchone()
+                    if row:
+                        return row[0]
+                except sqlite3.Error:
+                    pass
+        value = compute()
+        with self._lock:
+            db = self._conn()
+            if db is not None:
+                try:
+                    with db:
+                        db.execute("INSERT OR REPLACE INTO derived VALUES (?, ?, ?)", (digest, kind, value))
+                except sqlite3.Error:
+                    pass
+        return value
 
 
 _HASHES = _HashCache()
@@ -200,39 +225,50 @@ def _runs(node: ast.AST) -> bool:
                 or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(name: str, tops: frozenset[str]) -> frozenset[str]:
-    """The modules `name` imports anywhere in its source (inside functions too), statically, in the
-    top-level namespaces `tops`. `from pkg import mod` is the module `mod`, not `pkg`'s __init__ (a
-    family's __init__ imports all its stages); `from pkg import name` of anything else is `pkg`."""
-    key = f"{name}|{','.join(sorted(tops))}"
-    if key not in _IMPORTS:
-        source = _locate(name)
-        found: set[str] = set()
+def _import_statements(source: str) -> list[list]:
+    """Every import statement that can run in a module's source (inside functions too, not under `if
+    TYPE_CHECKING:`), as [level, module, [names]] (`import a.b`: [0, "a.b", []]). Parsing is the cost
+    of a closure, so the statements are remembered by the file's content digest."""
+    def parse() -> str:
         try:
-            tree = ast.parse(Path(source).read_bytes()) if source else None
+            todo = [ast.parse(Path(source).read_bytes())]
         except (OSError, SyntaxError, ValueError):
-            tree = None
-        package = name if source and os.path.basename(source) == "__init__.py" else name.rpartition(".")[0]
-        todo = [tree] if tree is not None else []
+            return "[]"
+        found = []
         while todo:
             node = todo.pop()
             if isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
+                found.extend([0, alias.name, []] for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    parts = package.split(".")
-                    if node.level - 1 >= len(parts):
-                        continue
-                    module = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
-                else:
-                    module = node.module or ""
-                if module.split(".")[0] not in tops:
-                    continue
-                for alias in node.names:
-                    found.add(f"{module}.{alias.name}" if alias.name != "*" and _locate(f"{module}.{alias.name}")
-                              else module)
+                found.append([node.level, node.module or "", [alias.name for alias in node.names]])
             todo.extend(child for child in ast.iter_child_nodes(node) if _runs(child))
-        _IMPORTS[key] = frozenset(m for m in found if m.split(".")[0] in tops and _locate(m))
+        return json.dumps(found)
+
+    return json.loads(_HASHES.derived(module_file_digest(source), "imports", parse))
+
+
+def _imports(name: str, tops: frozenset[str]) -> frozenset[str]:
+    """The modules `name` imports, in the top-level namespaces `tops`. `from pkg import mod` is the
+    module `mod`, not `pkg`'s __init__ (a family's __init__ imports all its stages); `from pkg import
+    name` of anything else is `pkg`."""
+    key = f"{name}|{','.join(sorted(tops))}"
+    if key not in _IMPORTS:
+        source = _locate(name)
+        package = name if source and os.path.basename(source) == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for level, module, names in _import_statements(source) if source else []:
+            if level:
+                parts = package.split(".")
+                if level - 1 >= len(parts):
+                    continue
+                module = ".".join(parts[:len(parts) - level + 1] + ([module] if module else []))
+            if module.split(".")[0] not in tops:
+                continue
+            if not names:
+                found.add(module)
+            for alias in names:
+                found.add(f"{module}.{alias}" if alias != "*" and _locate(f"{module}.{alias}") else module)
+        _IMPORTS[key] = frozenset(m for m in found if _locate(m))
     return _IMPORTS[key]
 
 
@@ -257,14 +293,16 @@ def _stage_modules(cls: type) -> list[str]:
     return code_closure(k.__module__ for k in cls.__mro__ if k.__module__ not in ("builtins", "abc", "typing"))
 
 
-def module_digest(module_name: str) -> str:
+def module_file_digest(source: str) -> str:
     """sha256 of a module's source file (by the stat-keyed file cache; remembered per process)."""
-    source = _locate(module_name)
-    if source is None:
-        return f"unknown:{module_name}"
     if source not in _CODE:
         _CODE[source] = file_digest(source)
     return _CODE[source]
+
+
+def module_digest(module_name: str) -> str:
+    source = _locate(module_name)
+    return module_file_digest(source) if source is not None else f"unknown:{module_name}"
 
 
 def code_identity(cls: type) -> dict[str, str]:

@@ -84,8 +84,8 @@ def _run(project: dict[str, Path]) -> set[str]:
 def test_a_one_line_change_in_a_helper_reruns_its_stage_and_descendants_only(project):
     assert _run(project) == {"pages", "notes", "signals", "near", "tok"}
     assert _run(project) == set()  # nothing changed: nothing runs
-    # Each helper is imported by its stage's module or by a module that one imports (inside a
-    # function, too): none of them is in a stage's class hierarchy.
+    # None of the helpers is in its stage's class hierarchy; extract.html reaches native_select only
+    # through imports inside functions (stages.py -> html.py -> native.py -> native_select.py).
     helpers = {"extractors/native_select.py": {"pages", "signals"},  # extract.html's main-content selector
                "dedup/kernels.py": {"near"},                          # dedup.minhash's numba kernels
                "filters/kernels.py": {"signals"},                     # filter.signals' repetition counts
