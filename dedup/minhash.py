@@ -142,6 +142,3 @@ class MinHasher:
                 acc = acc * _KEY_MULT + sig[:, r].astype(np.uint64)
             keys[:, band] = splitmix64(acc)
         return keys
-
-    def jaccard_estimate(self, sig_a: np.ndarray, sig_b: np.ndarray) -> float:
-        return float(np.mean(sig_a == sig_b))

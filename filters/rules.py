@@ -171,7 +171,6 @@ class Rules(MapStage):
     columns = {"rules_hit": pa.list_(pa.string()), "rules_hit_count": pa.int32(), "quality_heuristics": pa.float32()}
     version = "2"  # 2: per-language thresholds
     reads = {"calibration": "file"}
-    code_modules = ("assay.filters.languages",)
 
     def read_files(self) -> dict[str, list[str]]:
         from .languages import DEFAULT_FILE

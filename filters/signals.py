@@ -223,7 +223,6 @@ class Signals(MapStage):
     columns = COLUMNS
     version = "2"  # 2: segmented words, per-language stop words, CJK/Devanagari/Arabic sentence ends
     reads = {"calibration": "file"}
-    code_modules = ("assay.filters.words", "assay.filters.languages", "assay.filters.kernels", "assay.filters.textops")
 
     def read_files(self) -> dict[str, list[str]]:
         from .languages import DEFAULT_FILE

@@ -29,7 +29,7 @@ from .packstage import Pack
 from .plan import SlotTotals, plan_mixture, precision_notes, stage_sources
 from .recipe import Mixture
 from .tokenize import Tokenize
-from .tokenizer import SPECIALS, TOKENIZER_JSON, PrepareTokenizer, Vocab
+from .tokenizer import SPECIALS, TOKENIZER_JSON, PrepareTokenizer
 
 TOKENIZER_STAGE = "tokenizer"
 PLAN_FILE = "plan.json"
@@ -163,7 +163,3 @@ def _log_result(result: StageResult, log: Callable[[str], Any]) -> None:
     state = "skipped (unchanged)" if result.skipped else f"{m['wall_seconds']:.1f}s ({m.get('ran_because', 'ran')})"
     tokens = m.get("total_tokens", 0)
     log(f"  {result.stage_id:<34} {c['rows_in']:>8} docs in  {tokens:>10,} tokens  [{m['engine']}] {state}")
-
-
-def load_vocab(out: Path, mixture: Mixture | None = None) -> Vocab:
-    return Vocab.load(tokenizer_path(out), specials(mixture) if mixture else SPECIALS)

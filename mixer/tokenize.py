@@ -69,7 +69,6 @@ class Tokenize(MapStage):
     output_kind = "tokens"
     reads = {"tokenizer": "file"}
     requires = ("tokenizers",)
-    holds_model = True
     version = "1"
     batch_rows = 1_000  # documents per batch: bounds a worker's text, ids and index in memory
 

@@ -97,50 +97,6 @@ def _pattern_folder(pattern: str) -> tuple[str, str | None, str | None]:
     return full, base, os.path.realpath(base)
 
 
-def content_digest(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes, or of a folder's files (their relative paths and contents), each
-    file's digest remembered by its (path, size, mtime, ctime, inode) in `$ASSAY_CACHE/digests.json`:
-    an unchanged 1 GB model is read once, not on every run; any write to it changes its ctime."""
-    import hashlib
-    import json
-
-    root = Path(path)
-    store = Path(os.environ.get("ASSAY_CACHE", Path.home() / ".cache" / "assay")) / "digests.json"
-    try:
-        known = json.loads(store.read_text())
-    except (OSError, ValueError):
-        known = {}
-    rehashed: list[str] = []
-
-    def digest_of(file: Path) -> str:
-        st = os.stat(file)
-        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-        real = os.path.realpath(file)
-        entry = known.get(real)
-        if not (isinstance(entry, list) and entry[:4] == stamp):
-            h = hashlib.sha256()
-            with open(file, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-            entry = known[real] = stamp + [h.hexdigest()]
-            rehashed.append(real)
-        return entry[4]
-
-    if root.is_dir():
-        whole = hashlib.sha256()
-        for file in sorted(p for p in root.rglob("*") if p.is_file()):
-            whole.update(f"{file.relative_to(root).as_posix()}\0{digest_of(file)}\n".encode())
-        result = whole.hexdigest()
-    else:
-        result = digest_of(root)
-    if rehashed:  # written whole and renamed: no reader sees half a file
-        store.parent.mkdir(parents=True, exist_ok=True)
-        tmp = store.with_name(f".{store.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known))
-        os.replace(tmp, store)
-    return result
-
-
 def resolve_path_params(params: dict, names: Iterable[str], base: Path) -> dict:
     """Make the path-valued params absolute against `base` (lists of paths included)."""
     out = dict(params)

@@ -7,7 +7,8 @@ What every such stage needs and none should write again:
 * transient vs permanent: a call still failing transiently after its retries leaves the shard
   unfinished (the task fails, nothing is committed, a rerun resumes); a permanent failure (4xx, a
   response the stage cannot use) rejects the row with a reason;
-* a persistent request cache keyed by the request and what answers it (`cache_namespace`): every answer is stored the moment it
+* a persistent request cache keyed by the request and what answers it (the stage's declared
+  `service_identity`, through `identity.cache_namespace`): every answer is stored the moment it
   arrives, so a rerun (after a kill, a transient failure, or a change downstream) never pays twice.
   Answers stored during an unfinished shard are the checkpoints inside it;
 * statistics: calls, cache hits, retries, failures, and token counts and cost from `usage`.
@@ -489,12 +490,6 @@ class ServiceStage(MapStage):
     def request(self, row: dict) -> Any | None:
         raise NotImplementedError
 
-    def cache_namespace(self) -> str:
-        """What answers the requests, as part of every cache key (a server's address and model, a
-        local model's weights): the same request to another backend is another entry. Called after
-        setup()."""
-        return ""
-
     def call(self, request: Any) -> Any:
         raise NotImplementedError
 
@@ -518,8 +513,10 @@ class ServiceStage(MapStage):
     def _answer(self, request: Any) -> tuple[Any, str]:
         """(response or PermanentError, how it was obtained)."""
         canonical = self.cache.canonical(request)
-        if getattr(self, "_namespace", None) is None:
-            self._namespace = self.cache_namespace()
+        if getattr(self, "_namespace", None) is None:  # what answers: the same request to another backend is another entry
+            from .identity import cache_namespace
+
+            self._namespace = cache_namespace(self)
         key = self.cache.key(request, canonical, self._namespace)
         cached = self.cache.get(key)
         if cached is not None:

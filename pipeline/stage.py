@@ -105,8 +105,6 @@ class Stage:
     # directory and the CLI against the current directory (`path_params` lists them). See identity.py.
     reads: ClassVar[dict[str, str]] = {}
     path_params: ClassVar[tuple[str, ...]] = ()
-    # Modules besides the stage's class hierarchy whose source is part of its code identity (kernels).
-    code_modules: ClassVar[tuple[str, ...]] = ()
     # Names besides shards and markers that the stage writes into its output folder (a training run's
     # checkpoints): Assay may clear them, and nothing else, when it replaces the output.
     owned_names: ClassVar[tuple[str, ...]] = ()

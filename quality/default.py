@@ -34,11 +34,6 @@ class DefaultTier(MapStage):
     """
 
     Params = TierParams
-    holds_model = True
-    # the scorers it runs inside, and the compiled kernels they use: their code is this stage's code
-    code_modules = ("assay.quality.scorers", "assay.quality.code_rules", "assay.quality.tiers", "assay.quality.lm",
-                    "assay.quality.ftmodel", "assay.quality.ftpredict", "assay.filters.rules",
-                    "assay.filters.signals", "assay.filters.kernels", "assay.filters.textops")
     reads = {"calibration": "file"}
     requires = ("fasttext_new",)
     batch_rows = 5_000

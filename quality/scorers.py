@@ -70,8 +70,6 @@ class FastTextScorer(MapStage):
     """
 
     Params = FastTextParams
-    holds_model = True
-    code_modules = ("assay.quality.ftmodel", "assay.quality.ftpredict", "assay.filters.kernels")
     reads = {"model": "file"}
     requires = ("fasttext_new",)
     batch_rows = 10_000
@@ -113,8 +111,6 @@ class LMScorer(MapStage):
     """
 
     Params = LMParams
-    holds_model = True
-    code_modules = ("assay.quality.lm", "assay.filters.kernels")
     reads = {"model": "file"}
     columns = {"quality_lm": pa.float32()}
     batch_rows = 10_000

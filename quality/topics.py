@@ -135,7 +135,6 @@ class Topics(MapStage):
     """
 
     Params = TopicsParams
-    holds_model = True
     reads = {"model": "file", "format_model": "file"}
     columns = {"domain": pa.string(), "format": pa.string()}
     batch_rows = 1_000

@@ -42,7 +42,6 @@ class Embed(MapStage):
     columns = {EMBEDDING: pa.list_(pa.float16())}
     resources = Resources(cpus=1, gpus=0, memory_gb=2)
     batch_rows = 1024
-    holds_model = True
     requires = ("torch", "sentence_transformers")
     reads = {"model": "file"}
 

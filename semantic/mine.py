@@ -103,7 +103,6 @@ class Mine(WithEmbeddings, FitApplyStage):
     Params = MineParams
     columns = {"mined_for": pa.list_(pa.string()), "mine_score": pa.float32()}
     resources = Resources(cpus=1, memory_gb=2)
-    holds_model = True
     requires = ("faiss", "torch", "sentence_transformers")
     reads = {"inventory": "file", "model": "file"}
 

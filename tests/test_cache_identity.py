@@ -1,6 +1,7 @@
 """The request cache never hands one backend's answer to another: the key holds what answers (a
-server's address and the model it reports, a local model's weights), and the weights' digest is
-remembered by file stat, so a large model is not read on every run."""
+server's address and the model it reports, a local model's weights), the same declared value that is
+part of the stage's identity, so new weights under one name re-run the stage; and the weights' digest
+is remembered by file stat (identity's one file-hash cache), so a large model is not read on every run."""
 from __future__ import annotations
 
 import os
@@ -10,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from assay.pipeline import identity
 from assay.pipeline.dataset import Dataset, write_table
-from assay.pipeline.io import content_digest
 from assay.pipeline.runner import run_stage
 from assay.pipeline.schema import make_docs
 from assay.synth.llm.scripted import ScriptedServer
@@ -54,6 +55,30 @@ def test_two_servers_at_one_address_never_share_answers(tmp_path):
     assert passed(tmp_path / "one") == passed(tmp_path / "three") == [1.0] * 3 and passed(tmp_path / "two") == [0.0] * 3
 
 
+def test_new_weights_under_one_name_and_address_rerun_the_stage(tmp_path):
+    """A server that now reports other weights for the same model name at the same URL: the stage runs
+    again (it had been skipped as unchanged) and asks the server anew. A stamp that is not the weights
+    (`created`, which vLLM sets to the time of the request) changes nothing."""
+    items = _items(tmp_path)
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    answer = lambda r: "Three and four: seven.\nAnswer: 7"  # noqa: E731
+    served = lambda weights, created=1: [{"id": "m", "object": "model", "created": created,  # noqa: E731
+                                          "owned_by": "assay", "assay_weights": weights}]
+    with ScriptedServer(answer, models=served("sha256:aaa")) as first:
+        port = first.port
+        one = run_stage(_solve(cache, url=first.url, model="m"), [items], out, options={"workers": 1})
+        same = run_stage(_solve(cache, url=first.url, model="m"), [items], out, options={"workers": 1})
+    with ScriptedServer(answer, port=port, models=served("sha256:bbb")) as second:
+        two = run_stage(_solve(cache, url=second.url, model="m"), [items], out, options={"workers": 1})
+        asked = len(second.requests)
+    with ScriptedServer(answer, port=port, models=served("sha256:bbb", created=2)) as third:
+        stamped = run_stage(_solve(cache, url=third.url, model="m"), [items], out, options={"workers": 1})
+    assert _counters(one)["service_call"] == 3 and same.skipped
+    assert not two.skipped and two.manifest["ran_because"] == "service changed"
+    assert asked == 3 and _counters(two)["service_call"] == 3 and _counters(two).get("service_cache", 0) == 0
+    assert stamped.skipped
+
+
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory):
     """The bundled SmolLM2 as a transformers folder: the same model as the default .gguf, other files."""
@@ -77,31 +102,37 @@ def test_local_model_paths_never_share_answers(tmp_path, model_folder):
     assert _counters(again)["service_cache"] == 1 and _counters(again).get("service_call", 0) == 0
 
 
-def test_content_digest_reads_a_large_file_once(tmp_path, monkeypatch):
+def test_weights_are_hashed_once_through_identitys_file_cache(tmp_path, monkeypatch):
+    """The local weights' digest (the cache namespace) comes from identity's SQLite file cache: read
+    once, not again in a new process; `touch` reads it again, to the same digest; a write that puts
+    the mtime back is still seen (the ctime)."""
+    from assay.synth.llm.backend import weights_identity
+
     monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "cache"))
-    big = tmp_path / "weights.bin"
+    big = tmp_path / "weights.gguf"
     big.write_bytes(os.urandom(1 << 20) * 48)  # 48 MiB
     me = psutil.Process()
 
     def read_while(fn):
+        identity._HASHES._memory.clear()  # a new process: only the on-disk cache remembers
         before = me.io_counters().read_chars
         value = fn()
         return value, me.io_counters().read_chars - before
 
-    first, read_first = read_while(lambda: content_digest(big))
-    second, read_second = read_while(lambda: content_digest(big))
+    first, read_first = read_while(lambda: weights_identity(str(big)))
+    second, read_second = read_while(lambda: weights_identity(str(big)))
     assert first == second and read_first >= 48 << 20 and read_second < 1 << 20
     os.utime(big)  # touched, same bytes: read again, same digest
-    assert content_digest(big) == first
+    assert weights_identity(str(big)) == first
     stat = big.stat()
     with open(big, "r+b") as fh:  # one byte changed, size and mtime put back: the ctime still tells
         fh.write(b"\0" if fh.read(1) != b"\0" else b"\1")
     os.utime(big, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert content_digest(big) != first
+    assert weights_identity(str(big)) != first
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "a").write_text("one")
     (folder / "b").write_text("two")
-    digest = content_digest(folder)
+    digest = weights_identity(str(folder))
     (folder / "b").rename(folder / "c")  # same bytes under another name: another model folder
-    assert content_digest(folder) != digest
+    assert weights_identity(str(folder)) != digest

@@ -46,9 +46,6 @@ class TrainRun(GlobalStage):
     command = False  # `assay train CONFIG` and `assay ablate SPEC` run it
     owned_names = RUN_FILES
     requires = ("torch",)
-    code_modules = ("assay.trainer.train", "assay.trainer.model", "assay.trainer.moe", "assay.trainer.data",
-                    "assay.trainer.evaluate", "assay.trainer.optim", "assay.trainer.config", "assay.trainer.tokenizer",
-                    "assay.trainer.downstream", "assay.trainer.prompts", "assay.trainer.tasks", "assay.trainer.upstream")
     log: Callable[[str], None] = staticmethod(lambda message: None)
 
     def train_config(self):

@@ -21,7 +21,6 @@ import posixpath
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterator
 
 from .records import Limits, Reject, check_sizes, code_languages, document_text, file_entry, round_trip
 
@@ -238,8 +237,3 @@ def _pr_number(message: str) -> int | None:
     subject = message.split("\n", 1)[0]
     m = _PR_REF.search(subject)
     return int(m.group(1) or m.group(2)) if m else None
-
-
-def iter_commits(repo, ids: list[str]) -> Iterator:
-    for cid in ids:
-        yield repo[cid]

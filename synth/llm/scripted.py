@@ -36,7 +36,7 @@ def completion_body(request: dict, content: str, finish_reason: str = "stop") ->
 
 class ScriptedServer:
     def __init__(self, script: Callable[[dict], Reply | str], latency_s: float = 0.0, host: str = "127.0.0.1",
-                 port: int = 0, models: list[str] | None = None):
+                 port: int = 0, models: list[str | dict] | None = None):  # names, or whole /models entries
         self.script, self.latency_s, self.models = script, latency_s, models
         self.requests: list[dict] = []
         self.in_flight = self.max_in_flight = 0
@@ -81,7 +81,8 @@ class ScriptedServer:
 
     async def _answer(self, path: str, raw: bytes, writer: asyncio.StreamWriter) -> bool:
         if not path.endswith("/chat/completions"):  # GET /models lists `models`; `requests` are chat requests
-            body = {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]} \
+            body = {"object": "list", "data": [m if isinstance(m, dict) else {"id": m, "object": "model"}
+                                               for m in self.models]} \
                 if path.endswith("/models") and self.models is not None else {"error": "no route"}
             data = json.dumps(body).encode()
             writer.write(f"HTTP/1.1 {200 if 'data' in body else 404} X\r\nContent-Type: application/json\r\n"

@@ -8,6 +8,7 @@ Statistics are tallied on the calling thread.
 """
 from __future__ import annotations
 
+import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -54,7 +55,6 @@ class Tally:
 class LLMStage(ServiceStage):
     Params: ClassVar[type[LLMParams]] = LLMParams
     cardinality = "one_to_many"
-    holds_model = True  # with the local backend the model stays loaded in the worker (Ray: an actor pool)
     reads = {"cache_dir": "place", "model_path": "file"}
 
     def check(self) -> list[str]:
@@ -68,14 +68,20 @@ class LLMStage(ServiceStage):
         return problems
 
     def service_identity(self) -> dict:
-        """The model behind the answers: the server and the model name asked of it, or the local weights
-        (a model_path is hashed by content as a file this stage reads; the default is pinned by hash)."""
-        p = self.params
-        if p.url:
-            return {"url": p.url.rstrip("/"), "model": p.model}
-        from .weights import SMOLLM2_SHA256
+        """The model behind the answers: the server, the model name asked of it and what the server says
+        serves it (new weights under one name are another identity), or the local weights by content.
+        Asked once per stage object (the driver's fingerprint, each worker's request cache)."""
+        if getattr(self, "_service", None) is None:
+            from .backend import served_model, weights_identity
 
-        return {"local": p.model, "weights": "model_path" if p.model_path else f"smollm2-gguf:{SMOLLM2_SHA256}"}
+            p = self.params
+            if p.url:
+                api_key = os.environ.get(p.api_key_env) if p.api_key_env else None
+                self._service = {"url": p.url.rstrip("/"), "model": p.model,
+                                 "served": served_model(p.url, p.model, api_key, timeout_s=min(p.timeout_s, 10.0))}
+            else:
+                self._service = {"local": p.model, "weights": weights_identity(p.model_path)}
+        return self._service
 
     def setup(self) -> None:
         from .backend import open_backend
@@ -94,9 +100,6 @@ class LLMStage(ServiceStage):
 
     def call(self, request: Any) -> Any:
         return self.backend.chat(request)
-
-    def cache_namespace(self) -> str:
-        return self.backend.identity()
 
     def chat_request(self, messages: list[dict], candidate: int, **overrides) -> dict:
         p = self.params

@@ -152,9 +152,9 @@ def resolve_model(path: str | None) -> Path:
     if p.is_dir():
         return p
     if p.suffix == ".gguf" and p.exists():
-        from assay.pipeline.io import content_digest  # remembered by stat: a large file is not read every run
+        from assay.pipeline.identity import file_digest  # remembered by stat: a large file is not read every run
 
-        return converted(p, f"{p.stem}-{content_digest(p)[:12]}-f32")
+        return converted(p, f"{p.stem}-{file_digest(p)[:12]}-f32")
     raise UserError(f"model {path!r}: expected a model directory, a .gguf file or {DEFAULT_MODEL!r}")
 
 
