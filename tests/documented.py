@@ -297,7 +297,6 @@ def build_store(ws: Workspace) -> None:
     sig = run_stage(resolve_stage("filter.signals")({"calibration": str(ws.store / "my-thresholds.json")}), [lang],
                     small / "sig", **quiet).out
     ws.add("runs/x/sig", sig)
-    ws.add("ut1-adult-domains.txt", text="example-adult.test\nblocked.example\n")
     ws.add("annotated", Path(demo / "near_dups"))
     ws.add("runs/x/commits", demo / "history")
     history = Dataset(demo / "history").read()
