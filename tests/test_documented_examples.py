@@ -27,6 +27,8 @@ SLOW = {
     "assay run recipe.yaml --engine ray   --ray-address 10.0.0.6:6379": "a Ray cluster",
     "assay run recipe.yaml --engine spark --spark-master spark://10.0.0.5:7077 --workdir s3://bucket/runs/x":
         "a Spark cluster writing to an S3 store",
+    "assay mix build examples/mixtures/step35-mini.yaml runs/demo/mix-step35 --engine spark":
+        "a JVM start and the mixture on Spark (the local build of it runs here; engines agree in test_mixer_engines)",
     "assay train examples/train/tiny.yaml --out runs/tiny": "proxy training",
     "assay eval runs/tiny --data held_out=runs/train-data/eval": "a trained proxy",
     "assay ablate examples/train/ablation.yaml --out runs/ablation": "6 proxy trainings",
