@@ -462,11 +462,50 @@ def rmtree(path) -> None:
 
 def staging_dir(prefix: str = "assay-out-") -> Path:
     """A local folder for files on their way to or from a store (removed by the caller): below
-    ASSAY_STAGING when set (a worker's own scratch disk), else the system temp folder."""
+    ASSAY_STAGING when set (a worker's own scratch disk), else the system temp folder. Its name says
+    which process made it, so the first staging folder a later process makes sweeps away those of
+    killed runs (a kill -9 runs no clean-up of its own)."""
     root = os.environ.get("ASSAY_STAGING") or None
     if root:
         os.makedirs(root, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    base = root or tempfile.gettempdir()
+    if base not in _SWEPT:
+        _SWEPT.add(base)
+        sweep_staging(base)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{_owner_tag()}-", dir=root))
+
+
+_SWEPT: set[str] = set()
+_STAGING_NAME = r"^assay-[a-z0-9]+-p(\d+)s(\d+)n(\d+)-"
+
+
+def _owner_tag() -> str:
+    from .liveness import pid_namespace, pid_start
+
+    return f"p{os.getpid()}s{int(pid_start(os.getpid()) or 0)}n{pid_namespace() or 0}"
+
+
+def sweep_staging(base: str) -> list[str]:
+    """Remove the staging folders below `base` whose process is gone (killed runs'): only folders
+    named by staging_dir, only those made in this pid namespace (elsewhere a pid says nothing)."""
+    import re
+
+    from .liveness import pid_namespace, pid_start
+
+    ours, removed = pid_namespace() or 0, []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
+        found = re.match(_STAGING_NAME, name)
+        if not found or int(found.group(3)) != ours:
+            continue
+        now = pid_start(int(found.group(1)))  # its pid gone, or now another process's
+        if now is None or abs(int(now) - int(found.group(2))) > 1:
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+            removed.append(name)
+    return removed
 
 
 # ---- conditional writes (leases) ----------------------------------------------------------------

@@ -17,7 +17,8 @@ import pyarrow as pa
 from ..stage import Stage, Task
 from ..errors import UserError
 from .lifeline import watch_descendants
-from .base import Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages, visible_devices
+from .base import (Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages, visible_devices,
+                   with_fences)
 
 
 RAY_PROCESS_MARKS = ("/ray/", "ray::")  # in the command lines of a local Ray's processes (paths, worker titles)
@@ -26,11 +27,11 @@ RAY_PROCESS_MARKS = ("/ray/", "ray::")  # in the command lines of a local Ray's 
 class _StageActor:
     """One worker of one stage."""
 
-    def __init__(self, stage: Stage, out_root: str, schema: pa.Schema):
-        self.stage, self.out_root, self.schema = stage, out_root, schema
+    def __init__(self, stage: Stage, out_root: str, schema: pa.Schema, fences: dict[str, str]):
+        self.stage, self.out_root, self.schema, self.fences = stage, out_root, schema, fences
 
     def run(self, task: Task) -> dict:
-        return execute_task(self.stage, task, self.out_root, self.schema)
+        return execute_task(self.stage, task, self.out_root, self.schema, self.fences)
 
     def teardown(self) -> int:
         return teardown_worker_stages()
@@ -92,7 +93,10 @@ class RayEngine(Engine):
                   on_done: Callable[[int, dict], Any] | None = None) -> None:
         if not tasks:
             return
+        from ..dataset import held_fences
+
         ray = self.ray
+        fences = held_fences()
         max_actors = stage_workers(stage, self.options, len(tasks))
         actor_cls = self._actor_class(stage)
         actors: list[Any] = []
@@ -111,7 +115,7 @@ class RayEngine(Engine):
             while queue or running:
                 while queue and len(actors) < max_actors and (
                         len(actors) < initial or (not idle and self._fits(stage, ray.available_resources()) > 0)):
-                    actor = actor_cls.remote(stage, str(out_root), schema)
+                    actor = actor_cls.remote(stage, str(out_root), schema, fences)
                     actors.append(actor)
                     idle.append(actor)
                 while queue and idle:
@@ -130,7 +134,7 @@ class RayEngine(Engine):
                 ray.kill(actor)
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        call = self.ray.remote(_call)
+        call, fn = self.ray.remote(_call), with_fences(fn)
         return self.ray.get([call.remote(fn, item) for item in items])
 
     def describe(self) -> str:
