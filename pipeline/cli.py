@@ -40,7 +40,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 def _fail(message: str) -> None:
-    typer.secho(f"error: {message}", fg="red", err=True)
+    from .redact import redact
+
+    typer.secho(f"error: {redact(message)}", fg="red", err=True)
     raise typer.Exit(2)
 
 
@@ -674,7 +676,9 @@ def _error(message: str, code: int, verbose: int) -> int:
         import traceback
 
         traceback.print_exc()
-    click.secho(f"error: {' '.join(message.split())}", fg="red", err=True)
+    from .redact import redact
+
+    click.secho(f"error: {redact(' '.join(message.split()))}", fg="red", err=True)
     return code
 
 

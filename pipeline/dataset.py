@@ -119,8 +119,12 @@ def atomic_write_bytes(path: Path, data: bytes, fenced: bool = True) -> None:
     fsync_dir(path.parent)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+def atomic_write_text(path: Path, text: str, redacted: bool = True) -> None:
+    """atomic_write_bytes of text Assay composed (manifests, markers, run logs, reports), with any
+    credential a URL in it carried masked (redact.py); `redacted=False` for a user's data as it is."""
+    from .redact import redact
+
+    atomic_write_bytes(path, (redact(text) if redacted else text).encode())
 
 
 def add_bins(total: list[int] | None, counts: list[int]) -> list[int]:

@@ -35,6 +35,15 @@ from typing import Any, BinaryIO, Iterator
 OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2", "memory"}
 # Protocols whose writes take S3's conditional headers (IfNoneMatch / IfMatch), used by leases.
 CONDITIONAL = {"s3", "s3a"}
+# The schemes a path may have: storage, never the web by default (a shared recipe naming
+# `http://intranet/...` would make whoever runs it fetch from their own network). More are allowed
+# by name in ASSAY_REMOTE_SCHEMES (comma-separated, e.g. "https").
+REMOTE_SCHEMES = OBJECT_STORES | {"hdfs", "webhdfs", "viewfs", "sftp", "gdrive", "dbfs", "lakefs", "hf"}
+
+
+def allowed_schemes() -> set[str]:
+    extra = os.environ.get("ASSAY_REMOTE_SCHEMES", "")
+    return REMOTE_SCHEMES | {s.strip().lower() for s in extra.split(",") if s.strip()}
 
 
 def is_url(value: Any) -> bool:
@@ -66,8 +75,15 @@ def as_path(value: str | os.PathLike | Any):
     import fsspec
     from upath import UPath
 
+    scheme = text.split("://", 1)[0].lower()
+    if scheme not in allowed_schemes():
+        from .errors import UserError
+        from .redact import redact
+
+        raise UserError(f"{redact(text)}: {scheme}:// is not a storage scheme Assay reads by default; allow it with "
+                        f"ASSAY_REMOTE_SCHEMES={scheme} (schemes allowed: {', '.join(sorted(allowed_schemes()))})")
     try:
-        fsspec.get_filesystem_class(text.split("://", 1)[0])
+        fsspec.get_filesystem_class(scheme)
     except (ImportError, ValueError) as exc:  # no such protocol, or its backend (s3fs, gcsfs ...) missing
         from .errors import UserError
 
@@ -226,6 +242,9 @@ def expand_urls(patterns: list[str]) -> list[str]:
     for pattern in patterns:
         path = as_path(pattern)
         fs = fs_of(path)
+        if protocol(path) in ("http", "https"):  # no listing there, and '?' starts a query, not a glob
+            found.add(pattern)
+            continue
         if any(c in pattern for c in "*?["):
             matches = fs.glob(key(path), detail=True)
         elif fs.isdir(key(path)):

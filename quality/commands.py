@@ -109,7 +109,7 @@ def register_commands(cli: click.Group) -> None:
             raise UserError(f"rating with {base_url} failed: {type(exc).__name__}: {exc}") from None
         from assay.pipeline.dataset import atomic_write_text
 
-        atomic_write_text(storage.as_path(out), "".join(json.dumps({"text": t, "grade": g}, ensure_ascii=False) + "\n" for t, g in zip(texts, grades)))
+        atomic_write_text(storage.as_path(out), "".join(json.dumps({"text": t, "grade": g}, ensure_ascii=False) + "\n" for t, g in zip(texts, grades)), redacted=False)
         click.echo(f"{out}: {len(texts)} rated ({backend})")
 
     @group.command("build-models")
