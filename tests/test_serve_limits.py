@@ -122,6 +122,49 @@ def test_a_client_that_goes_away_leaves_no_trace(server):
     assert "Traceback" not in "".join(log) and "Error" not in "".join(log), "".join(log)
 
 
+def test_clients_trickling_bytes_do_not_hold_the_workers(server):
+    """Slowloris: every connection slot held by a client sending one byte now and then (each byte
+    inside the 2 s idle timeout). A request must arrive whole within its deadline, so health is
+    answered 200 again soon, not 503 for as long as the trickle goes on."""
+    proc, port, _ = server
+    stop = threading.Event()
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
+
+    def trickle(s):
+        head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: ".encode()
+        try:
+            for i in range(10_000):
+                if stop.wait(0.5):
+                    return
+                s.sendall(head[i:i + 1] if i < len(head) else b"a")
+        except OSError:
+            return  # the server let go
+
+    threads = [threading.Thread(target=trickle, args=(s,), daemon=True) for s in socks]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1)
+        deadline, status = time.monotonic() + 6, None
+        while time.monotonic() < deadline and status != 200:
+            status = request(port)
+            time.sleep(0.3)
+        assert status == 200  # the 2 s request deadline freed the slots though bytes kept coming
+    finally:
+        stop.set()
+        for s in socks:
+            s.close()
+
+
+def test_a_unicode_digit_content_length_is_a_400(server):
+    _, port, log = server
+    # byte 0xB2 alone: HTTP headers are latin-1, where it reads "²", which str.isdigit() takes for a digit
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n".encode()
+    answer = exchange(port, head + b"Content-Length: \xb2\r\n\r\n" + CHAT)
+    assert answer.split(b" ", 2)[1] == b"400", answer[:200]
+    assert "Traceback" not in "".join(log) and "ValueError" not in "".join(log)
+
+
 def test_sigterm_exits_143_with_one_line(server):
     proc, port, log = server
     proc.send_signal(signal.SIGTERM)
@@ -200,3 +243,35 @@ def test_ctrl_c_while_a_handler_thread_starts_is_not_swallowed(monkeypatch):
     finally:
         theirs.close()
         server.server_close()
+
+
+@pytest.mark.parametrize("framing", [b"1" * 65536, b"0\r\nX-Trailer: " + b"y" * 65536])
+def test_client_caps_endless_chunk_framing(framing):
+    """An endless chunk-size line, or endless trailers, is capped like an endless body: one
+    PermanentError, a few dozen KiB read, not hundreds of MiB."""
+    sent = [0]
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                conn.sendall(framing)
+                sent[0] += len(framing)
+                while sent[0] < 64 << 20:
+                    conn.sendall(b"y" * 65536)
+                    sent[0] += 65536
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    client = OpenAIClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", timeout_s=30)
+    with pytest.raises(PermanentError) as err:
+        client.chat({"messages": []})
+    assert err.value.reason == "response_too_large" and "without end" in str(err.value)
+    thread.join(timeout=10)
+    listener.close()
+    assert sent[0] < 16 << 20, sent[0]
