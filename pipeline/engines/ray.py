@@ -21,7 +21,15 @@ from .base import (Engine, EngineOptions, execute_task, stage_workers, teardown_
                    with_fences)
 
 
-RAY_PROCESS_MARKS = ("/ray/", "ray::")  # in the command lines of a local Ray's processes (paths, worker titles)
+def ray_process_marks() -> tuple[str, ...]:
+    """How a local Ray's own processes start their command lines: a program or script inside the
+    installed ray package (GCS, raylet, agents, monitors), or a worker's "ray::" title. Not just
+    any "/ray/" in a path: a user's /data/ray/tool.py is not Ray's."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("ray")
+    folders = {p for f in ((spec.submodule_search_locations or []) if spec else []) for p in (f, os.path.realpath(f))}
+    return tuple(sorted(p.rstrip("/") + "/" for p in folders)) + ("ray::",)
 
 
 class _StageActor:
@@ -64,7 +72,7 @@ class RayEngine(Engine):
                          include_dashboard=False, log_to_driver=forward,
                          object_store_memory=options.ray_object_store_mb * 1024 * 1024, ignore_reinit_error=True)
                 # ours to stop however this process ends (kill -9 left Ray's agents running for a minute)
-                watch_descendants(RAY_PROCESS_MARKS)
+                watch_descendants(ray_process_marks())
         import logging
 
         logging.getLogger("ray.data").setLevel(logging.WARNING if verbosity() < 2 else logging.INFO)
