@@ -136,7 +136,12 @@ def content_digest(path: str | os.PathLike) -> str:
         result = digest_of(root)
     if rehashed:  # written whole and renamed: no reader sees half a file
         store.parent.mkdir(parents=True, exist_ok=True)
-        tmp = store.with_name(f".{store.name}.{os.getpid()}.tmp")
+        import secrets
+        import threading
+
+        # one name per writer, threads of one process included (a shared name: one thread's rename
+        # took the file another was about to rename)
+        tmp = store.with_name(f".{store.name}.{os.getpid()}.{threading.get_ident()}.{secrets.token_hex(4)}.tmp")
         tmp.write_text(json.dumps(known))
         os.replace(tmp, store)
     return result

@@ -1,0 +1,39 @@
+"""The file-digest cache (`$ASSAY_CACHE/digests.json`) under threads: each writer's temporary file
+has its own name, so concurrent digests never fail with FileNotFoundError (one thread's rename
+taking another's file) and every digest is right."""
+from __future__ import annotations
+
+import hashlib
+import threading
+
+from assay.pipeline.io import content_digest
+
+
+def test_concurrent_digests_in_threads_never_collide(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "cache"))
+    files = []
+    for t in range(8):
+        for i in range(40):
+            path = tmp_path / f"t{t}" / f"f{i}.bin"
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(f"{t}-{i}".encode() * 100)
+            files.append(path)
+    errors, wrong = [], []
+    start = threading.Barrier(8)
+
+    def work(t: int) -> None:
+        start.wait()
+        for path in files[t * 40:(t + 1) * 40]:  # each a new file: every call rewrites the cache
+            try:
+                if content_digest(path) != hashlib.sha256(path.read_bytes()).hexdigest():
+                    wrong.append(path)
+            except OSError as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and wrong == []
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name != "digests.json"]  # no temp left
