@@ -33,10 +33,12 @@ def _global_options(
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     # Only errors raised *as* user errors: a FileNotFoundError from inside a stage is a bug and keeps
-    # its traceback.
+    # its traceback. A service still failing after its retries is the service's state, not a bug:
+    # its message says what happened and that a rerun resumes.
     from .errors import UserError
+    from .service import ShardUnfinished
 
-    return (UserError,)
+    return (UserError, ShardUnfinished)
 
 
 def _fail(message: str) -> None:
