@@ -35,6 +35,9 @@ USAGE_ERRORS = {
     "stage command, bad type": (["filter", "length", "a", "b", "--min-chars", "lots"], ["--min-chars", "lots"]),
     "family command, missing argument": (["mix", "plan"], ["MIXTURE"]),
     "unknown family command": (["mix", "bild"], ["'bild'", "did you mean 'build'?"]),
+    "engine close to a known one": (["run", "x.yaml", "--engine", "rey"], ["'rey'", "did you mean 'ray'?"]),
+    "stage command, engine close to a known one": (["filter", "length", "a", "b", "--engine", "sprak"],
+                                                    ["'sprak'", "did you mean 'spark'?"]),
 }
 
 
@@ -223,3 +226,18 @@ def test_a_service_that_keeps_failing_is_one_line(tmp_path):
     result = subprocess.run(ASSAY + ["run", "r.yaml", "--workers", "1"], capture_output=True, text=True, cwd=tmp_path,
                             timeout=300, env=dict(os.environ, PYTHONPATH=str(Path(__file__).parent)))
     _one_error_line(result, "still failed after 1 retries", "rerun")
+
+
+def test_from_close_to_a_stage_says_which(tmp_path):
+    _pages(tmp_path)
+    (tmp_path / "r.yaml").write_text('name: r\nworkdir: runs\nstages:\n'
+                                     '  - {id: pages, uses: extract.html, params: {paths: ["in/*.html"]}}\n')
+    _one_error_line(assay("run", "r.yaml", "--from", "page", cwd=tmp_path), "--from 'page'", "did you mean 'pages'?")
+
+
+def test_inspect_on_a_plain_folder_says_so_and_fails(tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("mine")
+    result = assay("inspect", "notes", cwd=tmp_path)
+    _one_error_line(result, "not an Assay dataset")
+    assert "interrupted" not in result.stderr + result.stdout
