@@ -241,3 +241,15 @@ def test_inspect_on_a_plain_folder_says_so_and_fails(tmp_path):
     result = assay("inspect", "notes", cwd=tmp_path)
     _one_error_line(result, "not an Assay dataset")
     assert "interrupted" not in result.stderr + result.stdout
+
+
+@pytest.mark.ray
+def test_a_quiet_run_on_ray_prints_no_ray_log_line(tmp_path):
+    """Without -v the terminal shows Assay's own lines only: Ray's "Started a local Ray instance."
+    (its INFO logger) stays out."""
+    _pages(tmp_path)
+    (tmp_path / "r.yaml").write_text('name: r\nworkdir: runs\nstages:\n'
+                                     '  - {id: pages, uses: extract.html, params: {paths: ["in/*.html"]}}\n')
+    result = assay("run", "r.yaml", "--engine", "ray", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Ray" not in result.stderr and "INFO" not in result.stderr + result.stdout, result.stderr

@@ -60,21 +60,25 @@ class RayEngine(Engine):
 
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         forward = ray_logs_to_driver()  # workers' prints and warnings reach this terminal only with -v
+        import logging
+
+        # Ray sets up its own "ray" logger when imported (INFO: "Started a local Ray instance."):
+        # its level is Assay's verbosity's, passed where Ray takes it
+        quiet = {"logging_level": logging.INFO if verbosity() >= 2 else logging.WARNING}
         if not ray.is_initialized():
             if options.ray_address:
                 ray.init(address=options.ray_address, include_dashboard=False, log_to_driver=forward,
-                         ignore_reinit_error=True)
+                         ignore_reinit_error=True, **quiet)
             else:
                 # address="local": always a fresh private instance, never a cluster someone else started
                 # the GPUs this process was given (Ray then hands actors ids from that list)
                 gpus = {"num_gpus": len(visible_devices())} if "CUDA_VISIBLE_DEVICES" in os.environ else {}
                 ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=options.worker_count(), **gpus,
                          include_dashboard=False, log_to_driver=forward,
-                         object_store_memory=options.ray_object_store_mb * 1024 * 1024, ignore_reinit_error=True)
+                         object_store_memory=options.ray_object_store_mb * 1024 * 1024, ignore_reinit_error=True,
+                         **quiet)
                 # ours to stop however this process ends (kill -9 left Ray's agents running for a minute)
                 watch_descendants(ray_process_marks())
-        import logging
-
         logging.getLogger("ray.data").setLevel(logging.WARNING if verbosity() < 2 else logging.INFO)
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
