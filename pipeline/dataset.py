@@ -853,7 +853,8 @@ class Lease:
             raise storage.Conflict(f"{self.path}: another writer's lease replaced ours")
 
     def _next_generation(self) -> None:
-        """One more than the lease taken over: the manifest says which holder committed it."""
+        """One more than the lease taken over: how many holders the output has had (for a reader of the
+        lease after a take-over)."""
         before = (self.previous or {}).get("generation")
         self.record["generation"] = (before if isinstance(before, int) else 0) + 1
 
