@@ -174,6 +174,33 @@ def test_sigterm_exits_143_with_one_line(server):
     assert text.startswith("interrupted") and len(text.splitlines()) == 1, text
 
 
+def endless_answer(head: bytes, chunk: bytes, **client) -> tuple[PermanentError, int]:
+    """Ask a server that answers `head` and then `chunk` over and over (up to 64 MiB): the client's
+    error, and how many bytes the server got to send before the client hung up."""
+    sent = [0]
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(head)
+                while sent[0] < 64 << 20:
+                    conn.sendall(chunk)
+                    sent[0] += len(chunk)
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    with pytest.raises(PermanentError) as err:
+        OpenAIClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", timeout_s=30, **client).chat({"messages": []})
+    thread.join(timeout=10)
+    listener.close()
+    return err.value, sent[0]
+
+
 def test_client_caps_the_answer_it_reads():
     """A server that answers with an endless body: the client stops at its cap (here 1 MiB) and says
     so, whatever the framing, instead of reading gigabytes into memory."""
@@ -182,31 +209,9 @@ def test_client_caps_the_answer_it_reads():
     head_close = b"HTTP/1.0 200 OK\r\n\r\n"
     for head, chunk in ((head_length, b"x" * 65536), (head_chunked, b"10000\r\n" + b"x" * 65536 + b"\r\n"),
                         (head_close, b"x" * 65536)):
-        sent = [0]
-        listener = socket.create_server(("127.0.0.1", 0))
-
-        def serve():
-            conn, _ = listener.accept()
-            with conn:
-                conn.recv(65536)
-                try:
-                    conn.sendall(head)
-                    while sent[0] < 64 << 20:
-                        conn.sendall(chunk)
-                        sent[0] += len(chunk)
-                except OSError:
-                    pass
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        client = OpenAIClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", timeout_s=30, max_response_bytes=1 << 20)
-        with pytest.raises(PermanentError) as err:
-            client.chat({"messages": []})
-        assert err.value.reason == "response_too_large"
-        thread.join(timeout=10)
-        listener.close()
-        assert sent[0] < 16 << 20, (head, sent[0])  # the client hung up long before the 64 MiB
-
+        error, sent = endless_answer(head, chunk, max_response_bytes=1 << 20)
+        assert error.reason == "response_too_large"
+        assert sent < 16 << 20, (head, sent)  # the client hung up long before the 64 MiB
 
 def test_ctrl_c_while_a_handler_thread_starts_is_not_swallowed(monkeypatch):
     """SIGTERM/Ctrl-C raised in the server's loop while it waits for a handler thread to start (the
@@ -249,29 +254,6 @@ def test_ctrl_c_while_a_handler_thread_starts_is_not_swallowed(monkeypatch):
 def test_client_caps_endless_chunk_framing(framing):
     """An endless chunk-size line, or endless trailers, is capped like an endless body: one
     PermanentError, a few dozen KiB read, not hundreds of MiB."""
-    sent = [0]
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def serve():
-        conn, _ = listener.accept()
-        with conn:
-            conn.recv(65536)
-            try:
-                conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-                conn.sendall(framing)
-                sent[0] += len(framing)
-                while sent[0] < 64 << 20:
-                    conn.sendall(b"y" * 65536)
-                    sent[0] += 65536
-            except OSError:
-                pass
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    client = OpenAIClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", timeout_s=30)
-    with pytest.raises(PermanentError) as err:
-        client.chat({"messages": []})
-    assert err.value.reason == "response_too_large" and "without end" in str(err.value)
-    thread.join(timeout=10)
-    listener.close()
-    assert sent[0] < 16 << 20, sent[0]
+    error, sent = endless_answer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + framing, b"y" * 65536)
+    assert error.reason == "response_too_large" and "without end" in str(error)
+    assert sent < 16 << 20, sent
