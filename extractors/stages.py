@@ -140,7 +140,8 @@ class ExtractHtmlFiles(_HtmlExtracting, FileReader):
 
     def input_files(self) -> list[str]:
         suffixes = (".html", ".htm", ".html.gz", ".htm.gz", ".xhtml")
-        return [f for f in super().input_files() if f.lower().endswith(suffixes)]
+        # (a URL's query, a presigned one's signature, is not part of its file name)
+        return [f for f in super().input_files() if f.lower().split("?", 1)[0].endswith(suffixes)]
 
     def source_for(self, path: str) -> str:
         return self.params.source or "html"

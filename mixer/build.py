@@ -46,7 +46,7 @@ def _publish_tokenizer(out: Path) -> None:
     made = tokenizer_path(out).read_bytes()
     published = storage.as_path(out) / TOKENIZER_JSON
     if not published.exists() or published.read_bytes() != made:
-        atomic_write_text(published, made.decode())
+        atomic_write_text(published, made.decode(), redacted=False)
 
 
 def tokenized_name(path: Path) -> str:

@@ -131,7 +131,7 @@ def train_cmd(datasets, out, vocab_size, sample_docs, seed, force):
         raise UserError(f"--out {out}: exists; refusing to overwrite it (add --force to replace it)")
     texts = sample_texts(list(datasets), sample_docs, seed)
     tok = train_bpe(texts, vocab_size)
-    atomic_write_text(out, tok.to_str())
+    atomic_write_text(out, tok.to_str(), redacted=False)
     click.echo(f"{out}: byte-level BPE, vocab {tok.get_vocab_size()}, trained on {len(texts)} documents")
 
 

@@ -33,14 +33,18 @@ def _global_options(
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     # Only errors raised *as* user errors: a FileNotFoundError from inside a stage is a bug and keeps
-    # its traceback.
+    # its traceback. A service still failing after its retries is the service's state, not a bug:
+    # its message says what happened and that a rerun resumes.
     from .errors import UserError
+    from .service import ShardUnfinished
 
-    return (UserError,)
+    return (UserError, ShardUnfinished)
 
 
 def _fail(message: str) -> None:
-    typer.secho(f"error: {message}", fg="red", err=True)
+    from .redact import redact
+
+    typer.secho(f"error: {redact(message)}", fg="red", err=True)
     raise typer.Exit(2)
 
 
@@ -79,7 +83,10 @@ def run(
     from .runner import run_recipe
 
     if engine and engine not in ("local", "spark", "ray"):
-        _fail(f"--engine {engine!r}: expected local, spark or ray")
+        import difflib
+
+        close = difflib.get_close_matches(engine, ["local", "spark", "ray"], n=1)
+        _fail(f"--engine {engine!r}: expected local, spark or ray" + (f"; did you mean {close[0]!r}?" if close else ""))
     parsed = load_recipe(recipe)
     problems = preflight(parsed)  # fail before the first stage, not after running the others
     if problems:
@@ -199,12 +206,15 @@ def inspect(
     from rich.markup import escape
 
     from . import storage
-    from .dataset import Dataset
+    from .dataset import Dataset, is_assay_dataset
     from .schema import REJECT_DETAIL, REJECT_REASON, REJECT_STAGE
 
     ds = Dataset(dataset)
     if not storage.is_dir(ds.path):
         raise UserError(f"{dataset}: no such dataset directory")
+    if not is_assay_dataset(ds.path):  # no manifest, no lease, no run file: nothing Assay wrote
+        raise UserError(f"{dataset}: a folder, not an Assay dataset (no _manifest.json, and no run ever wrote "
+                        "here); give a stage's output folder, e.g. runs/demo/length")
     console = Console()
     manifest = ds.manifest
     if manifest is None:
@@ -674,7 +684,9 @@ def _error(message: str, code: int, verbose: int) -> int:
         import traceback
 
         traceback.print_exc()
-    click.secho(f"error: {' '.join(message.split())}", fg="red", err=True)
+    from .redact import redact
+
+    click.secho(f"error: {redact(' '.join(message.split()))}", fg="red", err=True)
     return code
 
 
@@ -717,10 +729,22 @@ def _usage_message(exc: Exception) -> str:
             message = f"missing argument {param.metavar or param.name.upper()}"
         else:
             message = f"missing option {param.opts[0]}"
+    elif kind == "BadParameter" and isinstance(getattr(getattr(exc, "param", None), "type", None), click.Choice):
+        message = exc.format_message().rstrip(".")
+        close = difflib.get_close_matches(_bad_value(message) or "", [str(c) for c in exc.param.type.choices], n=1)
+        message += f"; did you mean {close[0]!r}?" if close else ""
     else:
         message = exc.format_message().rstrip(".")
     message = message[:1].lower() + message[1:]
     return f"{where}: {message} (see '{where} --help')"
+
+
+def _bad_value(message: str) -> str | None:
+    """The value a Choice refused, from click's message ("... 'rey' is not one of ...")."""
+    import re
+
+    found = re.search(r"'([^']*)' is not one of", message)
+    return found.group(1) if found else None
 
 
 def _closest_command(ctx: click.Context, word: str) -> str | None:

@@ -92,11 +92,14 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, fenced: bool = True) -> None:
     """Write `data` to `path` under a temporary name, flush it, rename it into place, flush the folder
-    (on a store: one whole-object PUT, see storage.put_bytes)."""
+    (on a store: one whole-object PUT, see storage.put_bytes). Inside an output whose lease this
+    process holds, only while the lease is still ours (check_fence)."""
     path = storage.as_path(path)
     if storage.is_remote(path):
+        if fenced:
+            check_fence(path)
         storage.put_bytes(path, data, temp_tag=temp_tag())
         return
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -106,12 +109,22 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         handle.flush()
         if FSYNC:
             os.fsync(handle.fileno())
+    if fenced:
+        try:
+            check_fence(path)
+        except LeaseLost:
+            tmp.unlink(missing_ok=True)
+            raise
     os.replace(tmp, path)
     fsync_dir(path.parent)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+def atomic_write_text(path: Path, text: str, redacted: bool = True) -> None:
+    """atomic_write_bytes of text Assay composed (manifests, markers, run logs, reports), with any
+    credential a URL in it carried masked (redact.py); `redacted=False` for a user's data as it is."""
+    from .redact import redact
+
+    atomic_write_bytes(path, (redact(text) if redacted else text).encode())
 
 
 def add_bins(total: list[int] | None, counts: list[int]) -> list[int]:
@@ -315,12 +328,14 @@ class ShardFiles:
         objects = {}
         if self._staging is not None:  # upload each file whole, then the marker that makes them a shard
             for tmp, final in self._pending:
+                check_fence(self.root)  # before each upload: never over a new holder's shard
                 storage.put_file(tmp, final, temp_tag=self._tag)
                 objects[str(final)[len(str(self.root)) + 1:]] = tmp.stat().st_size
             shutil.rmtree(self._staging, ignore_errors=True)
         else:
             for tmp, _ in self._pending:
                 fsync_file(tmp)
+            check_fence(self.root)  # the last moment the files can still be dropped unseen
             for tmp, final in self._pending:
                 os.replace(tmp, final)
             for folder in {final.parent for _, final in self._pending}:
@@ -730,14 +745,14 @@ class Lease:
     def __init__(self, root: Path, fingerprint: str, producer: dict[str, Any] | None = None,
                  owns: tuple[str, ...] = ()):
         import secrets
-        import socket
+
+        from .liveness import me
 
         self.root = storage.as_path(root)
         self.path = self.root / LEASE
         self._etag: str | None = None  # the object we wrote last (conditional stores)
-        self.record = {"fingerprint": fingerprint, "producer": producer or {}, "owns": list(owns),
-                       "host": socket.gethostname(), "pid": os.getpid(), "pid_start": _pid_start(os.getpid()),
-                       "token": secrets.token_hex(8), "started": _now(), "heartbeat": _now()}
+        self.record = {"fingerprint": fingerprint, "producer": producer or {}, "owns": list(owns), **me(),
+                       "token": secrets.token_hex(8), "generation": 1, "started": _now(), "heartbeat": _now()}
         self.previous: dict[str, Any] | None = None  # the stale lease taken over, if any
         self._stop = None
         self._thread = None
@@ -747,8 +762,7 @@ class Lease:
         """Refuse (OutputBusy) when a live run holds `root`; acquire() checks again, atomically."""
         current = read_json_safe(storage.as_path(root) / LEASE)
         if isinstance(current, dict) and _alive(current, cls.TTL_S):
-            raise OutputBusy(f"{root}: another Assay run is writing it (host {current.get('host')}, "
-                             f"pid {current.get('pid')}, since {current.get('started')}); wait for it to "
+            raise OutputBusy(f"{root}: another Assay run is writing it ({_holder(current)}); wait for it to "
                              "finish or stop it")
 
     @classmethod
@@ -781,6 +795,7 @@ class Lease:
                     continue  # someone else took it over first: look again
                 aside.unlink(missing_ok=True)
                 self.previous = current or None
+            self._next_generation()
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
@@ -807,6 +822,7 @@ class Lease:
                     self.check_free(self.root)  # one line naming the holder
                     continue  # it ended in between: look again
                 self.previous = current if isinstance(current, dict) and current else None
+            self._next_generation()
             try:
                 self._write_remote(etag if data is not None else None)
             except storage.Conflict:
@@ -831,6 +847,12 @@ class Lease:
         if not self.ours():
             raise storage.Conflict(f"{self.path}: another writer's lease replaced ours")
 
+    def _next_generation(self) -> None:
+        """One more than the lease taken over: how many holders the output has had (for a reader of the
+        lease after a take-over)."""
+        before = (self.previous or {}).get("generation")
+        self.record["generation"] = (before if isinstance(before, int) else 0) + 1
+
     def previous_fingerprint(self) -> str | None:
         """The fingerprint whose shards the folder holds, if a killed run left them."""
         if self.previous and self.previous.get("fingerprint"):
@@ -839,12 +861,13 @@ class Lease:
         return legacy.get("fingerprint") if isinstance(legacy, dict) and "fingerprint" in legacy else None
 
     def ours(self) -> bool:
-        current = read_json_safe(self.path)
+        current = _read_lease(self.path)
         return isinstance(current, dict) and current.get("token") == self.record["token"]
 
     def _start_heartbeat(self) -> None:
         import threading
 
+        _FENCES[_fence_key(self.root)] = self.record["token"]
         self._stop = threading.Event()
 
         def beat() -> None:
@@ -869,6 +892,8 @@ class Lease:
             self._stop.set()
             self._thread.join(timeout=5)
             self._stop = None
+        if _FENCES.get(_fence_key(self.root)) == self.record["token"]:
+            del _FENCES[_fence_key(self.root)]
         if self.ours():
             if finished:
                 storage.remove(self.path)
@@ -883,7 +908,7 @@ class Lease:
         if storage.is_remote(self.path) and storage.supports_conditional(self.path) and self._etag:
             self._etag = storage.put_if(self.path, json.dumps(record).encode(), self._etag) or self._etag
         else:
-            atomic_write_text(self.path, json.dumps(record))
+            atomic_write_bytes(self.path, json.dumps(record).encode(), fenced=False)
 
     def __enter__(self) -> "Lease":
         return self.acquire()
@@ -898,27 +923,82 @@ def _now() -> float:
     return round(time.time(), 3)
 
 
-def _pid_start(pid: int) -> float | None:
-    """When a process started (so a reused pid is not taken for the lease's writer)."""
-    try:
-        import psutil
-
-        return round(psutil.Process(pid).create_time(), 2)
-    except Exception:  # noqa: BLE001 - no such process, or no psutil: unknown
-        return None
-
-
 def _alive(lease: dict[str, Any], ttl: float) -> bool:
-    import socket
+    """The lease's writer runs: its process, where this one can look it up (liveness.checkable), else
+    a heartbeat younger than `ttl`."""
     import time
+
+    from .liveness import checkable, running
 
     if lease.get("released"):
         return False
-    if lease.get("host") == socket.gethostname() and lease.get("pid"):
-        started = _pid_start(int(lease["pid"]))
-        return started is not None and (lease.get("pid_start") is None or abs(started - lease["pid_start"]) < 1)
+    if checkable(lease):
+        return running(int(lease["pid"]), lease.get("pid_start"))
     beat = lease.get("heartbeat")
     return isinstance(beat, (int, float)) and time.time() - beat < ttl
+
+
+def _holder(lease: dict[str, Any]) -> str:
+    """Who holds a lease, for a message: host, pid and since when, in local time."""
+    import time
+
+    since = lease.get("started")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)) if isinstance(since, (int, float)) else "?"
+    return f"host {lease.get('host')}, pid {lease.get('pid')}, since {when}"
+
+
+# ---- fencing: a writer that lost its lease commits nothing more -----------------------------------
+
+class LeaseLost(OutputRefused):
+    """This run's lease on its output was taken over (the run was paused past it, or its heartbeats
+    did not arrive): another run writes there now, so this one stops without writing."""
+
+
+# The lease token this process writes each output under: the driver's, set when it takes the lease;
+# a worker's, from the stage it was sent (execute_task). Every commit inside such an output first
+# checks the output's lease still holds that token.
+_FENCES: dict[str, str] = {}
+
+
+def _fence_key(root) -> str:
+    root = storage.as_path(root)
+    return str(root) if storage.is_remote(root) else os.path.abspath(root)
+
+
+def held_fences() -> dict[str, str]:
+    return dict(_FENCES)
+
+
+def hold_fences(fences: dict[str, str] | None) -> None:
+    _FENCES.update(fences or {})
+
+
+def _read_lease(path) -> Any:
+    """The lease record; absent or unreadable looked at three times over half a second first (some
+    S3 servers show an object being overwritten as missing for a moment)."""
+    import time
+
+    for _ in range(3):
+        current = read_json_safe(path)
+        if current is not None or not storage.is_remote(path):
+            return current
+        time.sleep(0.25)
+    return None
+
+
+def check_fence(path) -> None:
+    """Raise LeaseLost when `path` lies in an output whose lease this process held and no longer
+    holds. Read right before the write it guards, so the one window left is that read's."""
+    if not _FENCES:
+        return
+    key = _fence_key(path)
+    for root, token in list(_FENCES.items()):
+        if key == root or key.startswith(root.rstrip("/") + "/"):
+            current = _read_lease(storage.as_path(root) / LEASE)
+            if not (isinstance(current, dict) and current.get("token") == token):
+                who = f" ({_holder(current)})" if isinstance(current, dict) else ""
+                raise LeaseLost(f"{root}: this run lost its lease on the output (paused past it?) and another "
+                                f"run took it over{who}; stopping without writing more")
 
 
 def finalize(root: Path, manifest: dict[str, Any], shard_count: int) -> dict[str, Any]:

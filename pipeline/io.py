@@ -36,6 +36,7 @@ def expand_paths(patterns: Iterable[str] | str) -> list[str]:
     """Expand globs (with `**`) and directories into a sorted, de-duplicated list of files."""
     if isinstance(patterns, str):
         patterns = [patterns]
+    patterns = [str(p)[len("file://"):] if str(p).startswith("file://") else p for p in patterns]
     found: set[str] = set()
     remote = [str(p) for p in patterns if "://" in str(p) and not str(p).startswith("file://")]
     if remote:

@@ -24,9 +24,25 @@ def set_verbosity(level: int) -> None:
     2: debug detail and the engines' own info logs."""
     os.environ[ENV] = str(max(0, level))
     logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s: %(message)s", datefmt="%H:%M:%S")
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _Redacting) for f in handler.filters):
+            handler.addFilter(_Redacting())
     logger.setLevel(logging.WARNING if level <= 0 else logging.INFO if level == 1 else logging.DEBUG)
     for noisy in ("py4j", "ray", "ray.data", "urllib3", "httpx", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING if level < 2 else logging.INFO)
+
+
+class _Redacting(logging.Filter):
+    """No URL credential in a log line (redact.py)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from .redact import redact
+
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        return True
 
 
 def spark_log_level() -> str:

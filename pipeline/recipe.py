@@ -255,6 +255,10 @@ def parse_recipe(data: Any, path: Path | str = "<recipe>") -> Recipe:
     return recipe
 
 
+# Files a run writes beside its stage folders: no stage may be named like them.
+RESERVED_IDS = frozenset({"report.html", "_run.json"})
+
+
 def _check_graph(recipe: Recipe, path: Path) -> None:
     specs = recipe.all_specs()
     ids = [s.id for s in specs]
@@ -262,6 +266,9 @@ def _check_graph(recipe: Recipe, path: Path) -> None:
     for sid in ids:
         if not sid.strip("."):  # `.` and `..` would name the workdir itself or its parent
             raise RecipeError(f"{path}: stage id {sid!r} names a folder, not a stage; choose another id")
+        if sid in RESERVED_IDS:
+            raise RecipeError(f"{path}: stage id {sid!r} is the name of a file Assay writes in the workdir; "
+                              "choose another id")
         if sid in seen:
             raise RecipeError(f"{path}: stage id {sid!r} is used twice (inputs and stage ids share one namespace)")
         seen.add(sid)

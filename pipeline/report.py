@@ -20,6 +20,15 @@ from . import __version__
 from .dataset import MANIFEST, atomic_write_text, read_json
 
 
+def plain_text_figures() -> None:
+    """Figures without TeX: a label is the name as given, so a source or arm named `a$x^$b` is drawn
+    as typed, not parsed as (broken) math. Called before any figure of a report is made."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["text.parse_math"] = False
+
+
 def png_data_uri(fig) -> str:
     """Render a matplotlib figure to an inline PNG data URI (and close it)."""
     import matplotlib.pyplot as plt
@@ -316,6 +325,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None, shown_as: s
         raise FileNotFoundError(f"{run_dir}: no completed stages (no */_manifest.json) to report on")
     run = read_json(run_dir / "_run.json") or {}
     title = run.get("recipe") or run_dir.name
+    plain_text_figures()
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sections = _core_sections(stages) + _extra_sections(run_dir, stages)
     total = sum(s.get("wall_seconds", 0) for s in stages)

@@ -535,7 +535,11 @@ def check_workdir(root: Path, stage_ids: Sequence[str], owner: str | None = None
 def _select(order: list[str], recipe, start: str | None, until: str | None) -> set[str]:
     for name, value in (("--from", start), ("--until", until)):
         if value and value not in order:
-            raise StageFailed(f"{name} {value!r}: no such stage; stages are {', '.join(order)}")
+            import difflib
+
+            close = difflib.get_close_matches(value, order, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise StageFailed(f"{name} {value!r}: no such stage{hint} (stages are {', '.join(order)})")
     selected = set(order)
     if until:  # the stage and everything it depends on
         selected = recipe.ancestors(until) | {until}

@@ -347,6 +347,10 @@ class SourceStage(Stage):
         if getattr(self, "_input_root", None) is None:
             self._input_root = input_root(getattr(self.params, "paths", None) or [])
         root = self._input_root
+        if "://" in logical:  # a URL's credentials never name a row (redact.py)
+            from .redact import redact
+
+            logical, root = redact(logical), root and redact(root)
         if root and logical.startswith(root + "/"):
             return logical[len(root) + 1:]
         return logical

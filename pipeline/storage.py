@@ -35,6 +35,15 @@ from typing import Any, BinaryIO, Iterator
 OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2", "memory"}
 # Protocols whose writes take S3's conditional headers (IfNoneMatch / IfMatch), used by leases.
 CONDITIONAL = {"s3", "s3a"}
+# The schemes a path may have: storage, never the web by default (a shared recipe naming
+# `http://intranet/...` would make whoever runs it fetch from their own network). More are allowed
+# by name in ASSAY_REMOTE_SCHEMES (comma-separated, e.g. "https").
+REMOTE_SCHEMES = OBJECT_STORES | {"hdfs", "webhdfs", "viewfs", "sftp", "gdrive", "dbfs", "lakefs", "hf"}
+
+
+def allowed_schemes() -> set[str]:
+    extra = os.environ.get("ASSAY_REMOTE_SCHEMES", "")
+    return REMOTE_SCHEMES | {s.strip().lower() for s in extra.split(",") if s.strip()}
 
 
 def is_url(value: Any) -> bool:
@@ -66,8 +75,15 @@ def as_path(value: str | os.PathLike | Any):
     import fsspec
     from upath import UPath
 
+    scheme = text.split("://", 1)[0].lower()
+    if scheme not in allowed_schemes():
+        from .errors import UserError
+        from .redact import redact
+
+        raise UserError(f"{redact(text)}: {scheme}:// is not a storage scheme Assay reads by default; allow it with "
+                        f"ASSAY_REMOTE_SCHEMES={scheme} (schemes allowed: {', '.join(sorted(allowed_schemes()))})")
     try:
-        fsspec.get_filesystem_class(text.split("://", 1)[0])
+        fsspec.get_filesystem_class(scheme)
     except (ImportError, ValueError) as exc:  # no such protocol, or its backend (s3fs, gcsfs ...) missing
         from .errors import UserError
 
@@ -226,6 +242,9 @@ def expand_urls(patterns: list[str]) -> list[str]:
     for pattern in patterns:
         path = as_path(pattern)
         fs = fs_of(path)
+        if protocol(path) in ("http", "https"):  # no listing there, and '?' starts a query, not a glob
+            found.add(pattern)
+            continue
         if any(c in pattern for c in "*?["):
             matches = fs.glob(key(path), detail=True)
         elif fs.isdir(key(path)):
@@ -462,11 +481,50 @@ def rmtree(path) -> None:
 
 def staging_dir(prefix: str = "assay-out-") -> Path:
     """A local folder for files on their way to or from a store (removed by the caller): below
-    ASSAY_STAGING when set (a worker's own scratch disk), else the system temp folder."""
+    ASSAY_STAGING when set (a worker's own scratch disk), else the system temp folder. Its name says
+    which process made it, so the first staging folder a later process makes sweeps away those of
+    killed runs (a kill -9 runs no clean-up of its own)."""
     root = os.environ.get("ASSAY_STAGING") or None
     if root:
         os.makedirs(root, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    base = root or tempfile.gettempdir()
+    if base not in _SWEPT:
+        _SWEPT.add(base)
+        sweep_staging(base)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{_owner_tag()}-", dir=root))
+
+
+_SWEPT: set[str] = set()
+_STAGING_NAME = r"^assay-[a-z0-9]+-p(\d+)s(\d+)n(\d+)-"
+
+
+def _owner_tag() -> str:
+    from .liveness import pid_namespace, pid_start
+
+    return f"p{os.getpid()}s{int(pid_start(os.getpid()) or 0)}n{pid_namespace() or 0}"
+
+
+def sweep_staging(base: str) -> list[str]:
+    """Remove the staging folders below `base` whose process is gone (killed runs'): only folders
+    named by staging_dir, only those made in this pid namespace (elsewhere a pid says nothing)."""
+    import re
+
+    from .liveness import pid_namespace, pid_start
+
+    ours, removed = pid_namespace() or 0, []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
+        found = re.match(_STAGING_NAME, name)
+        if not found or int(found.group(3)) != ours:
+            continue
+        now = pid_start(int(found.group(1)))  # its pid gone, or now another process's
+        if now is None or abs(int(now) - int(found.group(2))) > 1:
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+            removed.append(name)
+    return removed
 
 
 # ---- conditional writes (leases) ----------------------------------------------------------------

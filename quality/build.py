@@ -104,6 +104,11 @@ def balanced_cutoffs(table: pa.Table, labels: np.ndarray, calibration: dict) -> 
     return best[0][0], best[1]
 
 
+# What build() writes into its folder (and all a folder given to `build-models --out` may hold;
+# NOTICE is the package folder's own).
+BUILT = frozenset({"web.ftz", "lm.npz", "edu.ftz", "calibration.json", "NOTICE"})
+
+
 def build(out: Path = MODELS, data: Path = DATA, log=print) -> dict:
     from . import ftmodel
     from .annotate import heuristic_grades

@@ -28,6 +28,12 @@ def _read_texts(path: str, limit: int | None = None) -> list[dict]:
     return rows[:limit] if limit else rows
 
 
+def _refuse_overwrite(out: str, force: bool) -> None:
+    """A file already at OUT is the user's until they say otherwise: refused without --force."""
+    if not force and storage.exists(out):
+        raise UserError(f"{out}: exists; refusing to overwrite it (pass --force to replace it, or choose another path)")
+
+
 def register_commands(cli: click.Group) -> None:
     group = cli.commands.get("quality")
     if group is None:
@@ -42,7 +48,8 @@ def register_commands(cli: click.Group) -> None:
     @click.option("--label-key", default="grade", show_default=True, help="The label field of --labelled")
     @click.option("--epoch", default=20, show_default=True)
     @click.option("--dim", default=16, show_default=True)
-    def train_cmd(out, positive, negative, labelled, label_key, epoch, dim):
+    @click.option("--force", is_flag=True, help="Replace OUT if it exists")
+    def train_cmd(out, positive, negative, labelled, label_key, epoch, dim, force):
         """Train a fastText scorer (DCLM-style) into OUT (.ftz, quantized).
 
         \b
@@ -53,6 +60,7 @@ def register_commands(cli: click.Group) -> None:
         """
         from .ftmodel import train
 
+        _refuse_overwrite(out, force)
         if labelled:
             rows = _read_texts(labelled)
             missing = [i for i, r in enumerate(rows) if r.get(label_key) is None]
@@ -89,7 +97,8 @@ def register_commands(cli: click.Group) -> None:
     @click.option("--model", default="default", show_default=True, help="Model name the server knows")
     @click.option("--api-key", envvar="OPENAI_API_KEY", default=None, help="Bearer token (or $OPENAI_API_KEY)")
     @click.option("--sample", default=1000, show_default=True, help="Documents to rate")
-    def annotate_cmd(inp, out, backend, base_url, model, api_key, sample):
+    @click.option("--force", is_flag=True, help="Replace OUT if it exists")
+    def annotate_cmd(inp, out, backend, base_url, model, api_key, sample, force):
         """Rate documents 0-5 with the educational rubric (FineWeb-Edu recipe); writes JSONL {text, grade}.
 
         \b
@@ -99,6 +108,7 @@ def register_commands(cli: click.Group) -> None:
         """
         from .annotate import heuristic_grades, openai_grades
 
+        _refuse_overwrite(out, force)
         rows = _read_texts(inp, sample)
         texts = [r["text"] for r in rows]
         try:
@@ -109,7 +119,7 @@ def register_commands(cli: click.Group) -> None:
             raise UserError(f"rating with {base_url} failed: {type(exc).__name__}: {exc}") from None
         from assay.pipeline.dataset import atomic_write_text
 
-        atomic_write_text(storage.as_path(out), "".join(json.dumps({"text": t, "grade": g}, ensure_ascii=False) + "\n" for t, g in zip(texts, grades)))
+        atomic_write_text(storage.as_path(out), "".join(json.dumps({"text": t, "grade": g}, ensure_ascii=False) + "\n" for t, g in zip(texts, grades)), redacted=False)
         click.echo(f"{out}: {len(texts)} rated ({backend})")
 
     @group.command("build-models")
@@ -122,10 +132,17 @@ def register_commands(cli: click.Group) -> None:
         Example:
           assay quality build-models --out models/
         """
-        from .build import build
+        from .build import BUILT, build
         from .scorers import MODELS
 
         if out and storage.is_url(out):
             raise UserError(f"--out {out}: build-models writes a local folder (the package's models are files of "
                             "the repository); build here, then copy the folder to the store")
+        if out and Path(out).exists():
+            if not Path(out).is_dir():
+                raise UserError(f"--out {out}: exists and is not a folder")
+            others = sorted(p.name for p in Path(out).iterdir() if p.name not in BUILT)
+            if others:
+                raise UserError(f"--out {out}: holds files build-models does not write ({', '.join(others[:3])}"
+                                f"{', ...' if len(others) > 3 else ''}); choose an empty or new folder")
         build(Path(out) if out else MODELS, log=click.echo)

@@ -35,6 +35,9 @@ USAGE_ERRORS = {
     "stage command, bad type": (["filter", "length", "a", "b", "--min-chars", "lots"], ["--min-chars", "lots"]),
     "family command, missing argument": (["mix", "plan"], ["MIXTURE"]),
     "unknown family command": (["mix", "bild"], ["'bild'", "did you mean 'build'?"]),
+    "engine close to a known one": (["run", "x.yaml", "--engine", "rey"], ["'rey'", "did you mean 'ray'?"]),
+    "stage command, engine close to a known one": (["filter", "length", "a", "b", "--engine", "sprak"],
+                                                    ["'sprak'", "did you mean 'spark'?"]),
 }
 
 
@@ -165,3 +168,88 @@ stages:
             assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
             assert f"id {bad!r}" in result.stderr or f"'{bad}'" in result.stderr, result.stderr
         assert not (tmp_path / "w").exists()  # nothing ran, not even the reader
+
+
+def _one_error_line(result: subprocess.CompletedProcess, *words: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and "Traceback" not in result.stderr, (result.returncode, result.stderr[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+PAGES = "<html><body><p>Page {i} has enough words in it to be kept by the extractor, surely it does.</p></body></html>"
+
+
+def _pages(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    for i in range(3):
+        (tmp_path / "in" / f"p{i}.html").write_text(PAGES.format(i=i))
+
+
+def test_a_stage_id_naming_the_report_is_refused_before_anything_runs(tmp_path):
+    _pages(tmp_path)
+    (tmp_path / "r.yaml").write_text('name: r\nworkdir: runs\nstages:\n'
+                                     '  - {id: report.html, uses: extract.html, params: {paths: ["in/*.html"]}}\n')
+    _one_error_line(assay("run", "r.yaml", cwd=tmp_path), "'report.html'", "choose another id")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_dollar_sign_in_a_source_name_is_drawn_as_text(tmp_path):
+    _pages(tmp_path)
+    (tmp_path / "r.yaml").write_text('name: r\nworkdir: runs\nstages:\n'
+                                     '  - {id: pages, uses: extract.html, params: {paths: ["in/*.html"], source: "a$x^$b"}}\n')
+    result = assay("run", "r.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "a$x^$b" in (tmp_path / "runs" / "report.html").read_text()
+
+
+def test_an_empty_checkpoint_and_a_folder_that_is_no_model_are_one_line(tmp_path):
+    (tmp_path / "empty.pt").write_bytes(b"")
+    _one_error_line(assay("eval", "empty.pt", "--tasks", "default", cwd=tmp_path), "empty.pt", "not a readable checkpoint")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "readme.txt").write_text("not a model")
+    _one_error_line(assay("serve", "--model-path", "notes", "--port", "0", cwd=tmp_path), "notes", "not a model")
+
+
+def test_a_service_that_keeps_failing_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"text": f"text {i}"}) + "\n" for i in range(3)))
+    (tmp_path / "r.yaml").write_text(
+        "name: r\nworkdir: runs\ninputs: {docs: {params: {paths: [docs.jsonl]}}}\nstages:\n"
+        f"  - {{id: echo, uses: 'stages_for_tests:EchoService', inputs: [docs], params: {{url: 'http://127.0.0.1:{port}/', "
+        "retries: 1, backoff_s: 0.01, cache_dir: cache}}\n")
+    result = subprocess.run(ASSAY + ["run", "r.yaml", "--workers", "1"], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=300, env=dict(os.environ, PYTHONPATH=str(Path(__file__).parent)))
+    _one_error_line(result, "still failed after 1 retries", "rerun")
+
+
+def test_from_close_to_a_stage_says_which(tmp_path):
+    _pages(tmp_path)
+    (tmp_path / "r.yaml").write_text('name: r\nworkdir: runs\nstages:\n'
+                                     '  - {id: pages, uses: extract.html, params: {paths: ["in/*.html"]}}\n')
+    _one_error_line(assay("run", "r.yaml", "--from", "page", cwd=tmp_path), "--from 'page'", "did you mean 'pages'?")
+
+
+def test_inspect_on_a_plain_folder_says_so_and_fails(tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("mine")
+    result = assay("inspect", "notes", cwd=tmp_path)
+    _one_error_line(result, "not an Assay dataset")
+    assert "interrupted" not in result.stderr + result.stdout
+
+
+@pytest.mark.ray
+def test_a_quiet_run_on_ray_prints_no_ray_log_line(tmp_path):
+    """Without -v the terminal shows Assay's own lines only: Ray's "Started a local Ray instance."
+    (its INFO logger) stays out."""
+    _pages(tmp_path)
+    (tmp_path / "r.yaml").write_text('name: r\nworkdir: runs\nstages:\n'
+                                     '  - {id: pages, uses: extract.html, params: {paths: ["in/*.html"]}}\n')
+    result = assay("run", "r.yaml", "--engine", "ray", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Ray" not in result.stderr and "INFO" not in result.stderr + result.stdout, result.stderr

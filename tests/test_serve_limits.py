@@ -122,6 +122,49 @@ def test_a_client_that_goes_away_leaves_no_trace(server):
     assert "Traceback" not in "".join(log) and "Error" not in "".join(log), "".join(log)
 
 
+def test_clients_trickling_bytes_do_not_hold_the_workers(server):
+    """Slowloris: every connection slot held by a client sending one byte now and then (each byte
+    inside the 2 s idle timeout). A request must arrive whole within its deadline, so health is
+    answered 200 again soon, not 503 for as long as the trickle goes on."""
+    proc, port, _ = server
+    stop = threading.Event()
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
+
+    def trickle(s):
+        head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: ".encode()
+        try:
+            for i in range(10_000):
+                if stop.wait(0.5):
+                    return
+                s.sendall(head[i:i + 1] if i < len(head) else b"a")
+        except OSError:
+            return  # the server let go
+
+    threads = [threading.Thread(target=trickle, args=(s,), daemon=True) for s in socks]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1)
+        deadline, status = time.monotonic() + 6, None
+        while time.monotonic() < deadline and status != 200:
+            status = request(port)
+            time.sleep(0.3)
+        assert status == 200  # the 2 s request deadline freed the slots though bytes kept coming
+    finally:
+        stop.set()
+        for s in socks:
+            s.close()
+
+
+def test_a_unicode_digit_content_length_is_a_400(server):
+    _, port, log = server
+    # byte 0xB2 alone: HTTP headers are latin-1, where it reads "²", which str.isdigit() takes for a digit
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n".encode()
+    answer = exchange(port, head + b"Content-Length: \xb2\r\n\r\n" + CHAT)
+    assert answer.split(b" ", 2)[1] == b"400", answer[:200]
+    assert "Traceback" not in "".join(log) and "ValueError" not in "".join(log)
+
+
 def test_sigterm_exits_143_with_one_line(server):
     proc, port, log = server
     proc.send_signal(signal.SIGTERM)
@@ -129,6 +172,33 @@ def test_sigterm_exits_143_with_one_line(server):
     time.sleep(0.2)
     text = "".join(log).strip()
     assert text.startswith("interrupted") and len(text.splitlines()) == 1, text
+
+
+def endless_answer(head: bytes, chunk: bytes, **client) -> tuple[PermanentError, int]:
+    """Ask a server that answers `head` and then `chunk` over and over (up to 64 MiB): the client's
+    error, and how many bytes the server got to send before the client hung up."""
+    sent = [0]
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(head)
+                while sent[0] < 64 << 20:
+                    conn.sendall(chunk)
+                    sent[0] += len(chunk)
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    with pytest.raises(PermanentError) as err:
+        OpenAIClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", timeout_s=30, **client).chat({"messages": []})
+    thread.join(timeout=10)
+    listener.close()
+    return err.value, sent[0]
 
 
 def test_client_caps_the_answer_it_reads():
@@ -139,31 +209,9 @@ def test_client_caps_the_answer_it_reads():
     head_close = b"HTTP/1.0 200 OK\r\n\r\n"
     for head, chunk in ((head_length, b"x" * 65536), (head_chunked, b"10000\r\n" + b"x" * 65536 + b"\r\n"),
                         (head_close, b"x" * 65536)):
-        sent = [0]
-        listener = socket.create_server(("127.0.0.1", 0))
-
-        def serve():
-            conn, _ = listener.accept()
-            with conn:
-                conn.recv(65536)
-                try:
-                    conn.sendall(head)
-                    while sent[0] < 64 << 20:
-                        conn.sendall(chunk)
-                        sent[0] += len(chunk)
-                except OSError:
-                    pass
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        client = OpenAIClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", timeout_s=30, max_response_bytes=1 << 20)
-        with pytest.raises(PermanentError) as err:
-            client.chat({"messages": []})
-        assert err.value.reason == "response_too_large"
-        thread.join(timeout=10)
-        listener.close()
-        assert sent[0] < 16 << 20, (head, sent[0])  # the client hung up long before the 64 MiB
-
+        error, sent = endless_answer(head, chunk, max_response_bytes=1 << 20)
+        assert error.reason == "response_too_large"
+        assert sent < 16 << 20, (head, sent)  # the client hung up long before the 64 MiB
 
 def test_ctrl_c_while_a_handler_thread_starts_is_not_swallowed(monkeypatch):
     """SIGTERM/Ctrl-C raised in the server's loop while it waits for a handler thread to start (the
@@ -200,3 +248,12 @@ def test_ctrl_c_while_a_handler_thread_starts_is_not_swallowed(monkeypatch):
     finally:
         theirs.close()
         server.server_close()
+
+
+@pytest.mark.parametrize("framing", [b"1" * 65536, b"0\r\nX-Trailer: " + b"y" * 65536])
+def test_client_caps_endless_chunk_framing(framing):
+    """An endless chunk-size line, or endless trailers, is capped like an endless body: one
+    PermanentError, a few dozen KiB read, not hundreds of MiB."""
+    error, sent = endless_answer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + framing, b"y" * 65536)
+    assert error.reason == "response_too_large" and "without end" in str(error)
+    assert sent < 16 << 20, sent

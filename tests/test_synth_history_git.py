@@ -272,3 +272,43 @@ def test_cli_and_bad_repositories(history, tmp_path):
     # skip_files off: a commit with a binary file beside code is rejected instead of trimmed.
     strict = run_stage(Commits({"paths": [str(root)], "skip_files": False}), [], tmp_path / "strict", options=ONE)
     assert strict.manifest["counts"]["rejected"]["has_binary"]["rows"] == 1
+
+
+def _small_history(root: Path) -> list[str]:
+    root.mkdir()
+    git(root, "init", "-q")
+    shas = []
+    for i in range(4):
+        write(root, f"mod{i}.py", APP.replace("return x", f"return {i} * x"))
+        write(root, "app.py", APP + f"\nVERSION = {i}\n")
+        shas.append(commit(root, f"step {i}"))
+    return shas
+
+
+def test_a_repository_missing_a_blob_gives_a_reject_not_a_crash(tmp_path):
+    """A partial (or LFS-less) clone lacks some blobs: those commits are rejected with the reason, the
+    others are still records."""
+    root = tmp_path / "partial"
+    shas = _small_history(root)
+    blob = git(root, "rev-parse", f"{shas[2]}:mod2.py")  # the blob only commit 2 adds
+    (root / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    result = run_stage(Commits({"paths": [str(root)]}, stage_id="commits"), [], tmp_path / "out", options=ONE)
+    counts = result.manifest["counts"]
+    assert counts["rows_in"] == 4 and counts["rows_out"] + counts["rows_rejected"] == 4
+    rejects = Dataset(tmp_path / "out").read_rejects().to_pylist()
+    missing = [r for r in rejects if r["reject_reason"] == "missing_object"]
+    assert missing and blob[:12] in missing[0]["reject_detail"]
+    assert counts["rows_out"] >= 1
+
+
+def test_a_shallow_clones_boundary_commit_is_not_diffed_against_an_empty_tree(tmp_path):
+    shas = _small_history(tmp_path / "full")
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "2", f"file://{tmp_path / 'full'}", str(shallow))
+    result = run_stage(Commits({"paths": [str(shallow)]}, stage_id="commits"), [], tmp_path / "out", options=ONE)
+    table = Dataset(tmp_path / "out").read()
+    kept = table.column("commit").to_pylist()
+    assert kept == [shas[3]]  # the boundary commit's parent is not here: no "add the whole repository"
+    rejects = Dataset(tmp_path / "out").read_rejects().to_pylist()
+    assert [r["reject_reason"] for r in rejects] == ["shallow_boundary"]
+    assert result.manifest["counts"]["rows_in"] == 2

@@ -288,9 +288,9 @@ def _per_source(summaries: list[dict], set_name: str) -> dict:
 
 
 def _plots(out: Path, result: dict, summaries: dict[str, list[dict]]) -> None:
-    import matplotlib
+    from assay.pipeline.report import plain_text_figures
 
-    matplotlib.use("Agg")
+    plain_text_figures()
     import matplotlib.pyplot as plt
 
     arms = sorted(result["arms"], key=lambda a: result["arms"][a]["mean"])

@@ -302,7 +302,10 @@ def report_section(run_dir) -> str | None:
 
 def write_run_report(run_dir: Path) -> Path:
     """A standalone page for one training run or ablation directory (`assay report` needs stages)."""
+    from assay.pipeline.report import plain_text_figures
+
     run_dir = storage.as_path(run_dir)
+    plain_text_figures()
     body = report_section(run_dir) or "<p>No training runs found.</p>"
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Assay training: {html.escape(run_dir.name)}"
             f"</title><style>{CSS}</style></head><body><h1>Assay training: {html.escape(run_dir.name)}</h1>"

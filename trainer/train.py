@@ -58,7 +58,8 @@ def read_checkpoint(path: Path, device: str | torch.device = "cpu") -> dict:
         source = io.BytesIO(storage.read_bytes(path)) if storage.is_remote(path) else path
         return torch.load(source, map_location=device, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - truncated, damaged, or not a weights-only file
-        raise UserError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from None
+        said = (str(exc).splitlines() or ["empty file" if isinstance(exc, EOFError) else "no detail"])[0][:160]
+        raise UserError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {said})") from None
 
 
 def usable_checkpoint(out: Path, fingerprint: str | None, log: Callable[[str], None]) -> tuple[Path, dict] | None:

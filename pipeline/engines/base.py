@@ -88,8 +88,13 @@ def teardown_worker_stages() -> int:
     return len(stages)
 
 
-def execute_task(stage: Stage, task: Task, out_root: str, schema: pa.Schema) -> dict:
-    """Run one task to one committed shard and return its ledger. Identical on every engine."""
+def execute_task(stage: Stage, task: Task, out_root: str, schema: pa.Schema,
+                 fences: dict[str, str] | None = None) -> dict:
+    """Run one task to one committed shard and return its ledger. Identical on every engine.
+    `fences`: the driver's lease tokens (dataset.held_fences), which every commit checks."""
+    from ..dataset import hold_fences
+
+    hold_fences(fences)
     stage = worker_stage(stage)
     stage.stats = Stats()
     started = time.perf_counter()
@@ -107,6 +112,24 @@ def execute_task(stage: Stage, task: Task, out_root: str, schema: pa.Schema) -> 
         raise
 
 
+def with_fences(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`fn` made to run under the leases the driver holds now, wherever an engine runs it: what it
+    writes inside those outputs is checked against them (a global stage's waves)."""
+    from functools import partial
+
+    from ..dataset import held_fences
+
+    fences = held_fences()
+    return partial(_fenced_call, fences, fn) if fences else fn
+
+
+def _fenced_call(fences: dict[str, str], fn: Callable[[Any], Any], item: Any) -> Any:
+    from ..dataset import hold_fences
+
+    hold_fences(fences)
+    return fn(item)
+
+
 class Engine:
     name = "base"
 
@@ -120,6 +143,7 @@ class Engine:
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         """fn(item) for every item on the engine's workers, results in item order: the waves of a
         global stage's plan. fn and items are pickled; results should be small (counts, paths)."""
+        fn = with_fences(fn)
         return [fn(item) for item in items]
 
     def close(self) -> None:

@@ -5,12 +5,16 @@ and runtime-env agents, workers). On a normal exit `ray.shutdown()` stops them; 
 driver the agents were left to notice on their own, which took them up to a minute. A watcher
 process holds the read end of a pipe whose write end only this process has: the kernel closes it
 however this process ends, and the watcher then ends every descendant of this process it has seen.
+A normal exit tells the watcher first (one byte down the pipe), so it then ends nothing: what stops
+then is the owner's to stop (ray.shutdown), and a process the user meant to outlive it stays.
 
-    watch_descendants(marks) -> starts the watcher (once per process) for descendants whose command
-                                line contains one of `marks`
+    watch_descendants(marks) -> starts the watcher (once per process) for descendants one of whose
+                                command-line words starts with one of `marks` (a package folder's
+                                path, a process title such as "ray::"), nothing else
 """
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import sys
@@ -27,8 +31,8 @@ def look():
         for p in psutil.Process(parent).children(recursive=True):
             if p.pid not in seen and p.pid != os.getpid():
                 try:
-                    line = " ".join(p.cmdline())
-                    if any(mark in line for mark in marks):
+                    words = p.cmdline()
+                    if any(word.startswith(mark) for word in words for mark in marks):
                         seen[p.pid] = p
                 except psutil.Error:
                     pass
@@ -38,6 +42,8 @@ def look():
 look()
 while not select.select([0], [], [], 1.0)[0]:  # until the pipe closes (EOF is readable)
     look()
+if os.read(0, 1):  # the owner said goodbye: a normal exit, nothing to end
+    sys.exit(0)
 alive = [p for p in seen.values() if p.is_running()]
 for p in alive:
     try:
@@ -63,3 +69,12 @@ def watch_descendants(marks: tuple[str, ...]) -> None:
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     os.close(read_end)
     _started[marks] = write_end  # kept open for this process's life
+    atexit.register(_stand_down, write_end)
+
+
+def _stand_down(write_end: int) -> None:
+    """A normal exit: the watcher ends nothing."""
+    try:
+        os.write(write_end, b"x")
+    except OSError:  # the watcher is gone already
+        pass

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ..stage import Stage, Task
 from .base import (Engine, EngineOptions, execute_task, gpu_slots, stage_workers, teardown_worker_stages,
-                   visible_devices)
+                   visible_devices, with_fences)
 
 
 def die_with_parent() -> None:
@@ -133,7 +133,10 @@ class LocalEngine(Engine):
                   on_done: Callable[[int, dict], Any] | None = None) -> None:
         if not tasks:
             return
+        from ..dataset import held_fences
+
         workers = pool_size(stage, self.options, len(tasks))
+        fences = held_fences()
         if workers <= 1:
             try:  # in-process: no pickling, no pool start-up
                 for task in tasks:
@@ -152,7 +155,7 @@ class LocalEngine(Engine):
             while queue or pending:
                 while queue and len(pending) < limit:
                     task = queue.popleft()
-                    pending[pool.submit(execute_task, stage, task, str(out_root), schema)] = task
+                    pending[pool.submit(execute_task, stage, task, str(out_root), schema, fences)] = task
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     task = pending.pop(future)
@@ -168,6 +171,7 @@ class LocalEngine(Engine):
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         workers = min(self.options.worker_count(), len(items))
+        fn = with_fences(fn)
         if workers <= 1:
             return [fn(item) for item in items]
         ctx = mp_context(PRELOAD)

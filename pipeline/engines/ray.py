@@ -17,20 +17,29 @@ import pyarrow as pa
 from ..stage import Stage, Task
 from ..errors import UserError
 from .lifeline import watch_descendants
-from .base import Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages, visible_devices
+from .base import (Engine, EngineOptions, execute_task, stage_workers, teardown_worker_stages, visible_devices,
+                   with_fences)
 
 
-RAY_PROCESS_MARKS = ("/ray/", "ray::")  # in the command lines of a local Ray's processes (paths, worker titles)
+def ray_process_marks() -> tuple[str, ...]:
+    """How a local Ray's own processes start their command lines: a program or script inside the
+    installed ray package (GCS, raylet, agents, monitors), or a worker's "ray::" title. Not just
+    any "/ray/" in a path: a user's /data/ray/tool.py is not Ray's."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("ray")
+    folders = {p for f in ((spec.submodule_search_locations or []) if spec else []) for p in (f, os.path.realpath(f))}
+    return tuple(sorted(p.rstrip("/") + "/" for p in folders)) + ("ray::",)
 
 
 class _StageActor:
     """One worker of one stage."""
 
-    def __init__(self, stage: Stage, out_root: str, schema: pa.Schema):
-        self.stage, self.out_root, self.schema = stage, out_root, schema
+    def __init__(self, stage: Stage, out_root: str, schema: pa.Schema, fences: dict[str, str]):
+        self.stage, self.out_root, self.schema, self.fences = stage, out_root, schema, fences
 
     def run(self, task: Task) -> dict:
-        return execute_task(self.stage, task, self.out_root, self.schema)
+        return execute_task(self.stage, task, self.out_root, self.schema, self.fences)
 
     def teardown(self) -> int:
         return teardown_worker_stages()
@@ -51,21 +60,25 @@ class RayEngine(Engine):
 
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         forward = ray_logs_to_driver()  # workers' prints and warnings reach this terminal only with -v
+        import logging
+
+        # Ray sets up its own "ray" logger when imported (INFO: "Started a local Ray instance."):
+        # its level is Assay's verbosity's, passed where Ray takes it
+        quiet = {"logging_level": logging.INFO if verbosity() >= 2 else logging.WARNING}
         if not ray.is_initialized():
             if options.ray_address:
                 ray.init(address=options.ray_address, include_dashboard=False, log_to_driver=forward,
-                         ignore_reinit_error=True)
+                         ignore_reinit_error=True, **quiet)
             else:
                 # address="local": always a fresh private instance, never a cluster someone else started
                 # the GPUs this process was given (Ray then hands actors ids from that list)
                 gpus = {"num_gpus": len(visible_devices())} if "CUDA_VISIBLE_DEVICES" in os.environ else {}
                 ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=options.worker_count(), **gpus,
                          include_dashboard=False, log_to_driver=forward,
-                         object_store_memory=options.ray_object_store_mb * 1024 * 1024, ignore_reinit_error=True)
+                         object_store_memory=options.ray_object_store_mb * 1024 * 1024, ignore_reinit_error=True,
+                         **quiet)
                 # ours to stop however this process ends (kill -9 left Ray's agents running for a minute)
-                watch_descendants(RAY_PROCESS_MARKS)
-        import logging
-
+                watch_descendants(ray_process_marks())
         logging.getLogger("ray.data").setLevel(logging.WARNING if verbosity() < 2 else logging.INFO)
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
@@ -92,7 +105,10 @@ class RayEngine(Engine):
                   on_done: Callable[[int, dict], Any] | None = None) -> None:
         if not tasks:
             return
+        from ..dataset import held_fences
+
         ray = self.ray
+        fences = held_fences()
         max_actors = stage_workers(stage, self.options, len(tasks))
         actor_cls = self._actor_class(stage)
         actors: list[Any] = []
@@ -111,7 +127,7 @@ class RayEngine(Engine):
             while queue or running:
                 while queue and len(actors) < max_actors and (
                         len(actors) < initial or (not idle and self._fits(stage, ray.available_resources()) > 0)):
-                    actor = actor_cls.remote(stage, str(out_root), schema)
+                    actor = actor_cls.remote(stage, str(out_root), schema, fences)
                     actors.append(actor)
                     idle.append(actor)
                 while queue and idle:
@@ -130,7 +146,7 @@ class RayEngine(Engine):
                 ray.kill(actor)
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        call = self.ray.remote(_call)
+        call, fn = self.ray.remote(_call), with_fences(fn)
         return self.ray.get([call.remote(fn, item) for item in items])
 
     def describe(self) -> str:

@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..stage import Stage, Task
 from ..logs import spark_log_level
 from .base import (Engine, EngineOptions, execute_task, gpu_slots, stage_workers, teardown_worker_stages,
-                   visible_devices)
+                   visible_devices, with_fences)
 
 _SESSION = None
 
@@ -131,7 +131,10 @@ class SparkEngine(Engine):
                   on_done: Callable[[int, dict], Any] | None = None) -> None:
         if not tasks:
             return
+        from ..dataset import held_fences
+
         by_index = {t.index: t for t in tasks}
+        fences = held_fences()
         root = str(out_root)
         sc = self.spark.sparkContext
         res = stage.resources
@@ -155,7 +158,7 @@ class SparkEngine(Engine):
             try:
                 for batch in batches:
                     for index in batch.column("index").to_pylist():
-                        counts = execute_task(stage, by_index[index], root, schema)
+                        counts = execute_task(stage, by_index[index], root, schema, fences)
                         yield pa.RecordBatch.from_arrays([pa.array([index], pa.int64()), pa.array([json.dumps(counts)])],
                                                          names=["index", "counts"])
             finally:
@@ -182,6 +185,7 @@ class SparkEngine(Engine):
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         if not items:
             return []
+        fn = with_fences(fn)
         rdd = self.spark.sparkContext.parallelize(list(enumerate(items)), numSlices=len(items))
         return [result for _, result in sorted(rdd.map(lambda pair: (pair[0], fn(pair[1]))).collect(), key=lambda r: r[0])]
 

@@ -197,11 +197,36 @@ def _skip_reason(status, old, new, delta) -> str | None:
     return None
 
 
+def shallow_boundary(repo) -> frozenset[str]:
+    """The commits of a shallow clone whose parents were not fetched (git's `shallow` file): they
+    look like root commits, but their diff against the empty tree would add the whole repository."""
+    try:
+        with open(os.path.join(repo.path, "shallow")) as handle:
+            return frozenset(line.strip() for line in handle if line.strip())
+    except OSError:
+        return frozenset()
+
+
 def commit_record(repo, commit, name: str, limits: Limits, skip_files: bool = True,
-                  tree_entries: int = 300) -> dict:
-    """One commit as a record (columns of records.RECORD_COLUMNS plus text and meta). Raises Reject."""
+                  tree_entries: int = 300, shallow: frozenset[str] = frozenset()) -> dict:
+    """One commit as a record (columns of records.RECORD_COLUMNS plus text and meta). Raises Reject,
+    also for a commit whose objects the repository lacks (a partial or LFS-less clone)."""
+    import pygit2
+
+    try:
+        return _commit_record(repo, commit, name, limits, skip_files, tree_entries, shallow)
+    except (KeyError, pygit2.GitError) as exc:  # an object read (NotFoundError) or looked up (KeyError)
+        text = str(exc).strip("'")[:200]
+        raise Reject("missing_object" if isinstance(exc, KeyError) or "not found" in text else "unreadable_object",
+                     text) from None
+
+
+def _commit_record(repo, commit, name: str, limits: Limits, skip_files: bool, tree_entries: int,
+                   shallow: frozenset[str]) -> dict:
     if len(commit.parents) > 1:
         raise Reject("merge_commit", f"{len(commit.parents)} parents")
+    if not commit.parents and str(commit.id) in shallow:
+        raise Reject("shallow_boundary", "its parent is not in this shallow clone (fetch more history to keep it)")
     parent = commit.parents[0] if commit.parents else None
     change = diff_trees(repo, parent.tree if parent else None, commit.tree, limits)
     if not change.files and not change.skipped:

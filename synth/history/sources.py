@@ -158,13 +158,14 @@ class Commits(RecordSource):
 
     Rejects: not_a_repository, low_stars, merge_commit, empty_commit, only_<kind> (binary, submodule,
     non_utf8, ...), has_<kind> (skip_files off), no_code_files, too_many_files, diff_too_large,
-    diff_mismatch, bad_patch.
+    diff_mismatch, bad_patch, missing_object (a partial or LFS-less clone lacks a blob),
+    shallow_boundary (a shallow clone's oldest commit: its parent is not there to diff against).
 
     Example: assay synth commits ~/src/requests ~/src/flask runs/x/commits --max-commits 500
     """
 
     Params = CommitsParams
-    version = "1"
+    version = "2"
     requires = ("pygit2",)
     reads = {"paths": "file", "repo_meta": "file", "clones": "place"}
 
@@ -255,11 +256,12 @@ class Commits(RecordSource):
             yield rows.take()
             return
         limits = p.limits()
+        shallow = gitrepo.shallow_boundary(repo)
         for cid in ids[span[0]:span[1]]:
             commit = repo[cid]
             url = commit_url(name, cid)
             try:
-                record = gitrepo.commit_record(repo, commit, name, limits, p.skip_files, p.tree_entries)
+                record = gitrepo.commit_record(repo, commit, name, limits, p.skip_files, p.tree_entries, shallow)
             except Reject as exc:
                 rows.reject(exc.reason, exc.detail, url, {"repo": name, "record_kind": "commit", "commit": cid},
                             text=commit.message)

@@ -260,21 +260,30 @@ def _read_response(conn: _Connection, deadline: float, cap: int = MAX_RESPONSE) 
 def _read_chunked(conn: _Connection, deadline: float, cap: int) -> bytes:
     out = bytearray()
     while True:
+        # A chunk-size line and the trailers are framing, never more than MAX_HEAD: a server sending
+        # one without end must not fill memory past the cap on the body.
         while (eol := conn.buf.find(b"\r\n")) < 0:
+            if len(conn.buf) > MAX_HEAD:
+                raise _TooLarge("a chunk-size line without end")
             conn.recv_into_buf(deadline)
+        if eol > MAX_HEAD:
+            raise _TooLarge("a chunk-size line without end")
         size_text = bytes(conn.buf[:eol]).split(b";")[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise _BadHTTP(f"bad chunk size {size_text[:20]!r}") from None
+        if not size_text or not all(c in b"0123456789abcdefABCDEF" for c in size_text):
+            raise _BadHTTP(f"bad chunk size {size_text[:20]!r}")
+        size = int(size_text, 16)
         del conn.buf[:eol + 2]
         if len(out) + size > cap:
             raise _TooLarge(f"a chunk of {size:,} bytes after {len(out):,}")
         if size == 0:  # trailers, then an empty line
+            trailers = 0
             while (eol := conn.buf.find(b"\r\n")) != 0:
+                if trailers + max(eol, len(conn.buf)) > MAX_HEAD:
+                    raise _TooLarge("trailers without end")
                 if eol < 0:
                     conn.recv_into_buf(deadline)
                 else:
+                    trailers += eol + 2
                     del conn.buf[:eol + 2]
             del conn.buf[:2]
             return bytes(out)

@@ -6,14 +6,18 @@ whatever requests are in flight at once (see local.py). Non-streaming only.
 
 Limits, because anything on the machine (and any web page its browser opens) can reach a local port:
 at most `max_connections` connections are served at once (one more is answered 503 at once, without
-a thread), a connection idle for `timeout_s` is closed, and only requests naming this host are
+a thread), a connection idle for `timeout_s` is closed, a request must arrive whole (head and body)
+within REQUEST_S of its first byte however slowly it trickles (a client sending a byte now and
+then would otherwise hold its slot for ever), and only requests naming this host are
 answered: the `Host` header must be a loopback name or one of `allow_hosts` (a DNS-rebinding page
 sends its own name), and a browser's `Origin` must be one too (a page elsewhere cannot drive the
 model). A client that goes away mid-answer is not an error worth a log line.
 """
 from __future__ import annotations
 
+import io
 import json
+import socket
 import sys
 import threading
 import time
@@ -23,6 +27,7 @@ from urllib.parse import urlsplit
 from .local import BadRequest, LocalChatModel
 
 MAX_BODY = 8 * 1024 * 1024
+REQUEST_S = 10.0  # from a request's first byte to its last, at most (and at most timeout_s)
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _BUSY_BODY = json.dumps({"error": {"message": "every worker is busy; retry", "type": "server_busy", "code": 503}}).encode()
 BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
@@ -36,6 +41,31 @@ def _hostname(value: str) -> str:
     if value.startswith("["):
         return value[1:].split("]", 1)[0]
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The connection's bytes, each read bounded by the idle timeout until a request starts and then
+    by what is left of the request's deadline: a trickle of bytes does not renew it."""
+
+    def __init__(self, sock: socket.socket, idle_s: float, request_s: float):
+        self.sock, self.idle_s, self.request_s = sock, idle_s, request_s
+        self.deadline: float | None = None  # None: between requests
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.deadline is None:
+            self.sock.settimeout(self.idle_s)
+        else:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request did not arrive in time")
+            self.sock.settimeout(left)
+        n = self.sock.recv_into(buffer)
+        if n and self.deadline is None:
+            self.deadline = time.monotonic() + self.request_s
+        return n
 
 
 def _once(fn):
@@ -108,8 +138,19 @@ def make_server(model: LocalChatModel, host: str = "127.0.0.1", port: int = 8000
         def log_message(self, *args):  # one line per request would drown the console
             pass
 
+        def setup(self) -> None:
+            super().setup()
+            self.rfile.close()  # the socket file setup() made: ours reads instead (and keeps no fd open)
+            self._reader = _DeadlineReader(self.connection, timeout_s, min(REQUEST_S, timeout_s))
+            self.rfile = io.BufferedReader(self._reader)
+
+        def handle_one_request(self) -> None:
+            self._reader.deadline = None  # the next request's clock starts with its first byte
+            super().handle_one_request()
+
         def _send(self, code: int, body: dict) -> None:
             data = json.dumps(body).encode()
+            self.connection.settimeout(timeout_s)  # writing the answer: the idle bound, not what the read left
             try:
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
@@ -155,7 +196,8 @@ def make_server(model: LocalChatModel, host: str = "127.0.0.1", port: int = 8000
                 self._error(404, f"no route {self.path}", "not_found")
                 return
             value = self.headers.get("Content-Length") or "0"
-            length = int(value) if value.strip().isdigit() else -1
+            digits = value.strip()
+            length = int(digits) if digits.isascii() and digits.isdigit() else -1  # not "²", which isdigit()
             if length <= 0 or length > MAX_BODY:
                 self._error(413 if length > MAX_BODY else 400,
                             f"Content-Length {value!r}: a JSON body of at most 8 MiB, its length in bytes, is required")

@@ -150,6 +150,9 @@ def resolve_model(path: str | None) -> Path:
     else:
         p = Path(path).expanduser()
     if p.is_dir():
+        if not (p / "config.json").is_file():  # what transformers reads first: else a 40-line traceback
+            raise UserError(f"model {path!r}: a folder without config.json is not a model (expected a "
+                            f"transformers model folder, a .gguf file or {DEFAULT_MODEL!r})")
         return p
     if p.suffix == ".gguf" and p.exists():
         from assay.pipeline.identity import file_digest  # remembered by stat: a large file is not read every run
