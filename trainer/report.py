@@ -199,8 +199,10 @@ def ablation_html(root: Path) -> str:
              "yes" if p["significant"] else "no"] for p in res["pairs"]]
     parts.append(_table(["arm a", "arm b", "BPB a − b", "|gap| / seed std", "|gap| / std of per-seed gaps",
                          f"p ({res['significance']})", "significant"], rows))
-    parts += [f"<p><b>Verdict.</b> {html.escape(verdict(p, res['arms'], res['alpha'], res['significance']))}</p>"
-              for p in res["pairs"]]
+    parts += [f"<p><b>Verdict.</b> {html.escape(verdict(p, res['arms'], res['alpha'], res['significance']))}"
+              f"{html.escape(mix_caution(res, p))}</p>" for p in res["pairs"]]
+    parts.append(mix_html(res))
+    parts.append(per_source_html(res))
     parts.append(tasks_html(res))
     dense = res.get("dense_check")
     if dense:
@@ -215,6 +217,75 @@ def ablation_html(root: Path) -> str:
             data = base64.b64encode((root / png).read_bytes()).decode()
             parts.append(f'<img alt="{png}" src="data:image/png;base64,{data}">')
     return "".join(parts)
+
+
+def mix_caution(res: dict, pair: dict) -> str:
+    """A sentence after a verdict whose two arms train on different source or domain mixes."""
+    found = [d for d in (res.get("mix") or {}).get("differences", []) if {d["a"], d["b"]} == {pair["a"], pair["b"]}]
+    if not found:
+        return ""
+    named = ", ".join(f"{d['kind']} {d['name']} {d['share_a']:.1%} vs {d['share_b']:.1%}" for d in found[:3])
+    return (f" Caution: the two arms train on different mixes ({named}{', ...' if len(found) > 3 else ''}), so part "
+            "of this gap is the mix, not the data's quality; see the mix check and the per-source BPB below.")
+
+
+def mix_html(res: dict) -> str:
+    """Each arm's training tokens by source and by domain, and a warning per share that differs
+    between two arms beyond the spec's tolerance (mixcheck.mix_differences)."""
+    mix = res.get("mix")
+    if not mix:
+        return ""
+    arms, tol = mix["arms"], mix["tolerance"]
+    parts = ["<h4>Mix check</h4>"]
+    for d in mix["differences"]:
+        parts.append(f"<p class='warn'><b>Mix differs:</b> {html.escape(d['message'])}.</p>")
+    if mix["differences"]:
+        a, b = mix["differences"][0]["a"], mix["differences"][0]["b"]
+        parts.append(f"<p>To compare quality alone, train an arm on the other's source shares: "
+                     f"<code>match_mix: {{{html.escape(b)}: {html.escape(a)}}}</code> in the spec resamples "
+                     f"{html.escape(b)}'s rows to {html.escape(a)}'s shares (README, ablation fields).</p>")
+    else:
+        parts.append(f"<p>No source or domain share differs between arms by more than {tol['points']:.0%} points "
+                     f"or {tol['ratio']:g}× (shares of at least {tol['min_share']:.0%}).</p>")
+    for arm, m in (mix.get("matched") or {}).items():
+        parts.append(f"<p>{html.escape(arm)} holds {html.escape(m['to'])}'s source shares: a resample of its data "
+                     f"({m['tokens']:,} of its {m['tokens_before']:,} tokens kept).</p>")
+    for key, label in (("sources", "source"), ("domains", "domain")):
+        names = sorted({n for m in arms.values() for n in m[key]})
+        totals = {arm: sum(m[key].values()) or 1 for arm, m in arms.items()}
+        rows = [[html.escape(n)] + [f"{arms[arm][key].get(n, 0) / totals[arm]:.1%}" for arm in arms] for n in names]
+        parts.append(_table([label] + [f"{arm}: share of tokens" for arm in arms], rows))
+    return "".join(parts)
+
+
+def per_source_html(res: dict) -> str:
+    """Held-out BPB per source per arm (mean ± std over seeds), beside the source's share of each
+    arm's training tokens, and which arm is ahead on it (and whether that is significant)."""
+    arms = res["arms"]
+    pairs = res.get("source_pairs") or {}
+    if not pairs:
+        return ""
+    mixes = (res.get("mix") or {}).get("arms") or {}
+    head = ["source"] + [h for arm in arms for h in (f"{arm} BPB", f"{arm} share of tokens")] + \
+        ["ahead", "gap", f"p ({res['significance']})", "significant"]
+    rows = []
+    for src, ps in pairs.items():
+        cells = [html.escape(src)]
+        for arm, r in arms.items():
+            stat = r["per_source"][src]
+            share = ""
+            if arm in mixes:
+                total = sum(mixes[arm]["sources"].values()) or 1
+                share = f"{mixes[arm]['sources'].get(src, 0) / total:.1%}"
+            cells += [f"{stat['mean']:.4f} ± {stat['std']:.4f}", share]
+        best = ps[0] if ps else None
+        cells += [html.escape(best["a"]), f"{abs(best['diff']):.4f}", f"{best['p_value']:.2g}",
+                  "yes" if best["significant"] else "no"] if best else ["", "", "", ""]
+        rows.append(cells)
+    return (f"<h4>Held-out BPB per source</h4><p>BPB on each source's part of {html.escape(res['metric_set'])} "
+            "(lower is better), mean ± std over seeds, beside the share of each arm's training tokens that "
+            "source holds: an arm that trains on less of a source is expected to score worse on it.</p>"
+            + _table(head, rows))
 
 
 TASK_COLUMNS = ("acc", "p_correct", "bpb")  # per arm in the per-task table; every metric is in ablation.json
