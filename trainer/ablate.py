@@ -345,12 +345,8 @@ def _plots(out: Path, result: dict, summaries: dict[str, list[dict]]) -> None:
 
 
 def _save_figure(fig, path) -> None:
-    """A PNG written whole (one PUT on a store, a rename on disk)."""
-    import io
+    """A PNG written whole (one PUT on a store, a rename on disk), tidied as the report's figures are."""
+    from assay.pipeline import report
 
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    if fig is not None:
+        atomic_write_bytes(path, report.png_bytes(fig))

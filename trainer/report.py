@@ -27,26 +27,35 @@ def _ablations(root: Path) -> list[Path]:
 
 
 def curves_figure(runs: dict[str, list[dict]]):
-    """Loss vs tokens (train) and BPB vs tokens (eval) for named metric streams."""
+    """Loss vs tokens (train) and BPB vs tokens (eval) for named metric streams. A panel is drawn only
+    where some stream has two points or more: a run evaluated once has its BPB in the tables, not as
+    a one-point "curve". None when neither panel has one."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
+    loss, bpb = {}, {}
     for name, recs in runs.items():
         train = [r for r in recs if r.get("kind") == "train"]
-        a.plot([r["tokens"] for r in train], [r["loss"] for r in train], label=name, lw=1)
+        loss[name] = [(r["tokens"], r["loss"]) for r in train]
         ev = [r for r in recs if r.get("kind") == "eval"]
         for set_name in (ev[0]["eval"] if ev else {}):
-            pts = [(r["tokens"], r["eval"][set_name]["bpb"]) for r in ev if r["eval"][set_name]["bpb"] is not None]
+            bpb[f"{name} · {set_name}"] = [(r["tokens"], r["eval"][set_name]["bpb"]) for r in ev
+                                           if r["eval"][set_name]["bpb"] is not None]
+    panels = [(streams, xlabel, ylabel, title) for streams, xlabel, ylabel, title in (
+        (loss, "tokens", "train loss (nats/token)", "training loss"),
+        (bpb, "tokens", "bits per byte", "held-out BPB during training"))
+        if any(len(pts) > 1 for pts in streams.values())]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.6), squeeze=False)
+    for ax, (streams, xlabel, ylabel, title) in zip(axes[0], panels):
+        for name, pts in streams.items():
             if pts:
-                b.plot(*zip(*pts), marker="o", label=f"{name} · {set_name}", lw=1)
-    a.set(xlabel="tokens", ylabel="train loss (nats/token)", title="training loss")
-    b.set(xlabel="tokens", ylabel="bits per byte", title="held-out BPB")
-    for ax in (a, b):
-        if ax.lines:
-            ax.legend(fontsize=7)
+                ax.plot(*zip(*pts), marker="o" if streams is bpb else None, label=name, lw=1)
+        ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -138,8 +147,10 @@ def _run_html(run: Path) -> str:
             parts.append(_table(["eval set", "source", "BPB", "tokens", "bytes"], rows))
         if summary.get("tasks"):
             parts.append(suite_html(summary["tasks"]))
+    curves = curves_figure({run.name: recs}) if recs else None
+    if curves is not None:
+        parts.append(img(curves, "training curves"))
     if recs:
-        parts.append(img(curves_figure({run.name: recs}), "training curves"))
         fig = _moe_figure(recs)
         if fig is not None:
             parts.append(img(fig, "expert telemetry"))
@@ -362,6 +373,33 @@ def contamination_html(res: dict) -> str:
     return "".join(parts)
 
 
+def report_summary(run_dir) -> list[str]:
+    """The summary's lines for each ablation under `run_dir`: the arms ranked, which arm won on the
+    decision metric and by how much (the verdict in words, with the mix caution where the arms' mixes
+    differ), the task suite's verdicts, and contaminated arms."""
+    lines = []
+    for root in _ablations(storage.as_path(run_dir)):
+        res = json.loads((root / ABLATION).read_text())
+        ranked = sorted(res["arms"].items(), key=lambda kv: kv[1]["mean"])
+        head = (f"<b>Ablation {html.escape(res['name'])}</b> ({len(res['arms'])} arms × {len(res['seeds'])} seeds, "
+                f"{res['tokens']:,} tokens a run), held-out BPB on {html.escape(res['metric_set'])}, lower is "
+                "better: " + " < ".join(f"{html.escape(a)} {r['mean']:.3f}" for a, r in ranked) + ".")
+        if res["pairs"]:
+            best = res["pairs"][0]
+            head += (f" <b>Verdict:</b> {html.escape(verdict(best, res['arms'], res['alpha'], res['significance']))}"
+                     f"{html.escape(mix_caution(res, best))}")
+        lines.append(head)
+        tasks = res.get("tasks") or {}
+        for metric in ("p_correct", "bpb"):
+            for pair in (tasks.get("pairs") or {}).get(metric, [])[:1]:
+                lines.append(f"Task suite, macro {html.escape(metric)}: {html.escape(pair['verdict'])}")
+        dirty = [arm for arm, r in (res.get("contamination") or {}).items() if r.get("flagged")]
+        if dirty:
+            lines.append(f"<b>Contamination:</b> {html.escape(', '.join(dirty))} train on "
+                         "text holding task-suite items; their task scores are not clean.")
+    return lines
+
+
 def report_section(run_dir) -> str | None:
     root = storage.as_path(run_dir)  # a folder or a URL (pipeline/storage.py)
     runs, abls = _runs(root), _ablations(root)
@@ -374,7 +412,9 @@ def report_section(run_dir) -> str | None:
 def write_run_report(run_dir: Path) -> Path:
     """A standalone page for one training run or ablation directory (`assay report` needs stages)."""
     run_dir = storage.as_path(run_dir)
-    body = report_section(run_dir) or "<p>No training runs found.</p>"
+    summary = report_summary(run_dir)
+    body = ("<section id='summary'><h2>Summary</h2><ul class='summary'>" + "".join(f"<li>{x}</li>" for x in summary)
+            + "</ul></section>" if summary else "") + (report_section(run_dir) or "<p>No training runs found.</p>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Assay training: {html.escape(run_dir.name)}"
             f"</title><style>{CSS}</style></head><body><h1>Assay training: {html.escape(run_dir.name)}</h1>"
             f"{body}</body></html>")
