@@ -24,11 +24,26 @@ def _overlap(boxes: list) -> bool:
     return any(a.overlaps(b) for a, b in zip(boxes, boxes[1:]))
 
 
+def tick_angle(labels: list, renderer) -> int | None:
+    """The rotation that keeps x tick labels apart: 0 when their boxes do not touch, 30° when
+    neighbours' baselines, slanted, are a line height apart (spacing × sin 30°), else 90° when the
+    spacing holds a line; None when even upright labels would touch."""
+    if len(labels) < 2:
+        return 0
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    if not _overlap([b.padded(1) for b in boxes]):
+        return 0
+    centers = [(b.x0 + b.x1) / 2 for b in boxes]
+    gap = min(b - a for a, b in zip(centers, centers[1:]))
+    height = max(b.height for b in boxes) + 2
+    return 30 if gap * 0.5 >= height else 90 if gap >= height else None
+
+
 def tidy(fig) -> None:
     """Make a figure's text readable before it is saved, whichever section drew it: a line of one
     point gets a marker (drawn as a line it is invisible, or reads as a "curve"), a title wider than
-    its axes is wrapped, x tick labels that run into each other are rotated (30°, then 90°), and the
-    layout is tightened around the result."""
+    its axes is wrapped, x tick labels that run into each other are slanted or turned upright (and
+    thinned to every n-th when even that leaves them touching), and the layout is tightened."""
     import textwrap
     import warnings
 
@@ -44,14 +59,24 @@ def tidy(fig) -> None:
         drawn = ax.title.get_window_extent(renderer).width if text else 0
         if drawn > width:
             ax.title.set_text(textwrap.fill(" ".join(text.split()), max(12, int(len(text) * width / drawn) - 2)))
-        for angle in (30, 90):
-            labels = sorted((t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()),
-                            key=lambda t: t.get_window_extent(renderer).x0)
-            if not _overlap([t.get_window_extent(renderer).padded(1) for t in labels]):
-                break
+        lo, hi = sorted(ax.get_xlim())
+        labels = sorted((t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()
+                         and lo - 1e-9 <= t.get_position()[0] <= hi + 1e-9),
+                        key=lambda t: t.get_window_extent(renderer).x0)
+        if any(t.get_rotation() for t in labels):  # measured upright, so that tidying twice changes nothing
             for t in labels:
-                t.set(rotation=angle, ha="right" if angle < 90 else "center", rotation_mode="anchor")
+                t.set(rotation=0, ha="center", va="top", rotation_mode="default")
             fig.canvas.draw()
+        angle, step = tick_angle(labels, renderer), 1
+        while angle is None:  # too many to fit upright: keep every step-th
+            step += 1
+            angle = tick_angle(labels[::step], renderer)
+        for i, t in enumerate(labels):
+            t.set_visible(i % step == 0)
+            if angle == 30:
+                t.set(rotation=30, ha="right", va="top", rotation_mode="anchor")
+            elif angle == 90:
+                t.set(rotation=90, ha="center", va="top", rotation_mode="default")
     with warnings.catch_warnings():  # "not compatible with tight_layout" for some legends: the rest still fits
         warnings.simplefilter("ignore")
         fig.tight_layout()

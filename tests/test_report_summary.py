@@ -92,18 +92,40 @@ def text_problems(fig) -> list[str]:
     """What makes a drawn figure hard to read: overlapping text (tick labels, titles:
     test_report_arithmetic.overlapping_text), text cut off at the figure's edge, and lines of one point
     drawn without a marker (invisible, or a "curve" of one point)."""
+    import math
+
     from test_report_arithmetic import overlapping_text
 
-    problems = overlapping_text(fig)
+    # titles against titles and axis text as that test checks them; tick labels below, slant included
+    problems = [p for p in overlapping_text(fig) if not p.startswith("tick labels")]
     renderer = fig.canvas.get_renderer()
     frame = fig.bbox
+
     def shown(labels, lim, coord):  # matplotlib also lays out labels for ticks beyond the limits, never drawn
         lo, hi = sorted(lim)
-        return [t for t in labels if lo - 1e-9 <= t.get_position()[coord] <= hi + 1e-9]
+        return [t for t in labels if t.get_visible() and t.get_text() and lo - 1e-9 <= t.get_position()[coord] <= hi + 1e-9]
 
     for ax in fig.axes:
+        for coord, labels in ((0, shown(ax.get_xticklabels(), ax.get_xlim(), 0)),
+                              (1, shown(ax.get_yticklabels(), ax.get_ylim(), 1))):
+            boxes = sorted(((t.get_window_extent(renderer), t) for t in labels),
+                           key=lambda bt, coord=coord: bt[0].y0 if coord else bt[0].x0)
+            for (a, ta), (b, tb) in zip(boxes, boxes[1:]):
+                angle = math.radians(ta.get_rotation())
+                if angle == 0:
+                    apart = not a.padded(1).overlaps(b.padded(1))
+                else:  # slanted labels are parallel lines: their distance is the spacing times sin(angle)
+                    spacing = abs((b.x0 + b.x1) / 2 - (a.x0 + a.x1) / 2)
+                    apart = spacing * math.sin(angle) >= ta.get_fontsize() * fig.dpi / 72
+                if not apart:
+                    problems.append(f"tick labels {ta.get_text()!r} and {tb.get_text()!r}")
+
         texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *shown(ax.get_xticklabels(), ax.get_xlim(), 0),
                  *shown(ax.get_yticklabels(), ax.get_ylim(), 1)]
+        plot = ax.get_window_extent(renderer)
+        for t in shown(ax.get_xticklabels(), ax.get_xlim(), 0):  # tick labels lie below the plot, not in it
+            if t.get_window_extent(renderer).y1 > plot.y0 + 1:
+                problems.append(f"tick label {t.get_text()!r} inside the plot")
         for t in texts:
             if t.get_visible() and t.get_text():
                 b = t.get_window_extent(renderer)
@@ -136,6 +158,10 @@ def test_tidy_fixes_what_made_the_figures_unreadable():
     assert any(p.startswith("tick labels") for p in before) and "one-point line 'held'" in before
     tidy(fig)
     assert text_problems(fig) == []
+    drawn = [(t.get_text(), t.get_rotation(), t.get_visible()) for t in ax.get_xticklabels()]
+    assert [d[1:] for d in drawn] == [(30.0, True)] * 3  # slanted, every name kept
+    tidy(fig)  # tidying twice (a section that tidies its own figure) changes nothing
+    assert [(t.get_text(), t.get_rotation(), t.get_visible()) for t in ax.get_xticklabels()] == drawn
     plt.close(fig)
 
 
@@ -152,7 +178,10 @@ def test_every_figure_of_the_report_and_the_ablation_is_readable(run, tmp_path, 
     def checked(fig):
         report.tidy(fig)
         seen.append(("; ".join(ax.get_title() for ax in fig.axes), text_problems(fig)))
+        ticks.append({t.get_text() for ax in fig.axes for t in ax.get_xticklabels() if t.get_visible()})
         return original(fig)
+
+    ticks: list[set[str]] = []
 
     monkeypatch.setattr(report, "png_bytes", checked)
     report.write_report(work, tmp_path / "report.html")
@@ -162,6 +191,8 @@ def test_every_figure_of_the_report_and_the_ablation_is_readable(run, tmp_path, 
     titles = " | ".join(label for label, _ in seen)
     assert "held-out BPB per arm" in titles and "training loss" in titles and "rows per stage" in titles
     assert [(label, found) for label, found in seen if found] == []
+    bars = [names for (label, _), names in zip(seen, ticks) if "held-out BPB per arm" in label]
+    assert bars and set(ARMS) <= bars[0]  # every arm named under its bar
     # each run was evaluated once, at its end: no one-point "BPB curve" panel, the loss curve alone
     recs = [json.loads(x) for x in (work / "ablation" / "runs" / f"{ARMS[0]}-s0" / "metrics.jsonl").read_text().splitlines()]
     assert sum(r["kind"] == "eval" for r in recs) == 1
