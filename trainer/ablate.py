@@ -239,7 +239,16 @@ def task_comparison(summaries: dict[str, list[dict]], method: str, alpha: float)
         pairs[metric] = [dict(p, verdict=verdict(p, stats, alpha, method, f"in macro {metric}", "over the task suite",
                                                   "", lower_is_better=lower))
                          for p in compare(values, method, alpha, higher_is_better=not lower)]
+    per_task = {}  # per task, which arm is ahead on the two continuous metrics, over seeds
+    for task in first["tasks"]:
+        for metric in ("p_correct", "bpb"):
+            values = {arm: r["per_task"][task][metric]["values"] for arm, r in arms.items()
+                      if metric in r["per_task"].get(task, {})}
+            if len(values) == len(arms):
+                best = compare(values, method, alpha, higher_is_better=metric not in LOWER_IS_BETTER)[0]
+                per_task.setdefault(task, {})[metric] = {k: best[k] for k in ("a", "b", "diff", "p_value", "significant")}
     return {"suite": first["suite"], "format": first["format"], "items_cap": first["items_cap"],
+            "task_pairs": per_task,
             "items": {t: e["items"] for t, e in first["tasks"].items()},
             "chance": {t: e["chance"] for t, e in first["tasks"].items()},
             "kinds": {t: e["kind"] for t, e in first["tasks"].items()},

@@ -313,18 +313,24 @@ def tasks_html(res: dict) -> str:
     if not t:
         return ""
     arms = list(t["arms"])
-    head = ["task", "kind", "items", "chance"] + [f"{arm} {m}" for arm in arms for m in TASK_COLUMNS]
+    ahead = ("p_correct", "bpb")  # the metrics that move at this scale: which arm is ahead per task
+    head = ["task", "kind", "items", "chance"] + [f"{arm} {m}" for arm in arms for m in TASK_COLUMNS] + \
+        [f"ahead on {m} (p)" for m in ahead]
     rows = []
     for task, n in t["items"].items():
         chance = t["chance"].get(task)
+        pairs = (t.get("task_pairs") or {}).get(task, {})
         rows.append([html.escape(task), html.escape(t["kinds"][task]), n, f"{chance:.3f}" if chance else ""] +
-                    [_fmt(t["arms"][arm]["per_task"][task].get(m)) for arm in arms for m in TASK_COLUMNS])
+                    [_fmt(t["arms"][arm]["per_task"][task].get(m)) for arm in arms for m in TASK_COLUMNS] +
+                    [f"{html.escape(pairs[m]['a'])} ({pairs[m]['p_value']:.2g}{', significant' if pairs[m]['significant'] else ''})"
+                     if m in pairs else "" for m in ahead])
     for m in TASK_COLUMNS:
         cells = []
         for arm in arms:
             mac = t["arms"][arm]["macro"].get(m)
             cells.append(f"<b>{_fmt(mac)}</b> [{mac['ci95'][0]:.3f}, {mac['ci95'][1]:.3f}]" if mac else "")
-        rows.append([f"<b>macro {m}</b>", "", "", ""] + [c if col == m else "" for c in cells for col in TASK_COLUMNS])
+        rows.append([f"<b>macro {m}</b>", "", "", ""] + [c if col == m else "" for c in cells for col in TASK_COLUMNS]
+                    + [""] * len(ahead))
     parts = [f"<h4>Downstream tasks</h4><p>Suite {html.escape(str(t['suite']))} ({html.escape(t['format'])} prompts, "
              f"at most {t['items_cap'] or 'every'} items a task), scored at the end of every run; mean ± std over "
              "seeds; macro rows add the 95% interval over items and seeds. acc and p_correct: higher is "
