@@ -75,11 +75,12 @@ def test_arms_with_different_source_mixes_are_warned_about_with_per_source_bpb(d
     saved = json.loads((tmp_path / "out" / "ablation.json").read_text())
     assert saved["mix"]["differences"] == res["mix"]["differences"]
     # the page: the warning, the shares, the per-source table and a caution after the verdict
-    assert "Mix differs:</b> curated cut source manual" in page
+    assert "Mix differs between raw and curated:</b><ul><li>curated cut source manual" in page  # the largest first
     assert "<h4>Held-out BPB per source</h4>" in page and "<td>manual</td>" in page
     stat = res["arms"]["curated"]["per_source"]["manual"]
     assert f"<td>{stat['mean']:.4f} ± {stat['std']:.4f}</td><td>{want['curated']['manual']:.1%}</td>" in page
     assert "Caution: the two arms train on different mixes (source manual" in page
+    assert "No source or domain share differs" not in page
     assert "match_mix: {curated: raw}" in page
 
 

@@ -248,20 +248,28 @@ def mix_html(res: dict) -> str:
         return ""
     arms, tol = mix["arms"], mix["tolerance"]
     parts = ["<h4>Mix check</h4>"]
+    by_pair: dict[tuple[str, str], list[dict]] = {}
     for d in mix["differences"]:
-        parts.append(f"<p class='warn'><b>Mix differs:</b> {html.escape(d['message'])}.</p>")
-    if mix["differences"]:
+        by_pair.setdefault((d["a"], d["b"]), []).append(d)
+    for (a, b), found in by_pair.items():  # one box a pair, the largest change (by ratio) first
+        found = sorted(found, key=lambda d: -max(d["share_a"], d["share_b"]) / max(min(d["share_a"], d["share_b"]), 1e-9))
+        items = "".join(f"<li>{html.escape(d['message'])}</li>" for d in found)
+        parts.append(f"<div class='warn' style='margin:.6em 0'><b>Mix differs between {html.escape(a)} and {html.escape(b)}:</b>"
+                     f"<ul>{items}</ul></div>")
+    if mix["differences"] and not mix.get("matched"):  # a matched arm already answers it
         a, b = mix["differences"][0]["a"], mix["differences"][0]["b"]
         parts.append(f"<p>To compare quality alone, train an arm on the other's source shares: "
                      f"<code>match_mix: {{{html.escape(b)}: {html.escape(a)}}}</code> in the spec resamples "
                      f"{html.escape(b)}'s rows to {html.escape(a)}'s shares (README, ablation fields).</p>")
-    else:
+    if not mix["differences"]:
         parts.append(f"<p>No source or domain share differs between arms by more than {tol['points']:.0%} points "
                      f"or {tol['ratio']:g}× (shares of at least {tol['min_share']:.0%}).</p>")
     for arm, m in (mix.get("matched") or {}).items():
         parts.append(f"<p>{html.escape(arm)} holds {html.escape(m['to'])}'s source shares: a resample of its data "
                      f"({m['tokens']:,} of its {m['tokens_before']:,} tokens kept).</p>")
     for key, label in (("sources", "source"), ("domains", "domain")):
+        if key == "domains" and all(m["domains"] == m["sources"] for m in arms.values()):
+            continue  # one source per domain: the source table says it all
         names = sorted({n for m in arms.values() for n in m[key]})
         totals = {arm: sum(m[key].values()) or 1 for arm, m in arms.items()}
         rows = [[html.escape(n)] + [f"{arms[arm][key].get(n, 0) / totals[arm]:.1%}" for arm in arms] for n in names]
