@@ -86,7 +86,7 @@ def main() -> int:
         "shares": {arm: {k: round(v, 4) for k, v in shares(m).items()} for arm, m in mixes.items()},
         "warnings": [d["message"] for d in res["mix"]["differences"]],
         "match_error_points": round(max(abs(got.get(k, 0) - v) for k, v in target.items()) * 100, 2),
-        "matched_tokens": res["mix"]["matched"]["raw_as_curated"],
+        "matched_tokens": {k: v for k, v in res["mix"]["matched"]["raw_as_curated"].items() if k != "path"},
         "bpb": {arm: {"mean": r["mean"], "std": r["std"],
                       "per_source": {s: round(v["mean"], 4) for s, v in r["per_source"].items()}}
                 for arm, r in res["arms"].items()},
@@ -94,10 +94,10 @@ def main() -> int:
         "source_pairs": {s: [{k: p[k] for k in ("a", "b", "diff", "p_value", "significant")} for p in ps]
                          for s, ps in res["source_pairs"].items()},
         "wall_seconds": round(time.time() - start, 1),
-        "report": str(work / "out" / "report.html"),
     }
     RESULTS.write_text(json.dumps(figures, indent=1) + "\n")
     print(json.dumps(figures, indent=1))
+    print(f"report: {work / 'out' / 'report.html'} (the folder is left for reading; remove it when done)")
     return 0
 
 
