@@ -7,7 +7,9 @@ package may also define:
 
 * `register_commands(cli: click.Group)`: commands not shaped like a stage (`assay mix plan ...`);
 * `REPORT_SECTIONS`: "module:function" references, each `function(run_dir, stages) -> html | None`,
-  imported only when a report is written.
+  imported only when a report is written;
+* `REPORT_SUMMARY`: "module:function" references, each `function(run_dir) -> list of html lines`,
+  the family's lines in the summary a report opens with (an ablation's verdict).
 
 `ASSAY_FAMILIES` (comma-separated `name=module` pairs) adds families without installing anything,
 for notebooks and tests.
@@ -39,6 +41,9 @@ class Family:
 
     def report_sections(self) -> list[str]:
         return list(getattr(self.module, "REPORT_SECTIONS", ()))
+
+    def report_summary(self) -> list[str]:
+        return list(getattr(self.module, "REPORT_SUMMARY", ()))
 
     def register_commands(self, cli) -> None:
         hook = getattr(self.module, "register_commands", None)

@@ -29,14 +29,82 @@ def plain_text_figures() -> None:
     matplotlib.rcParams["text.parse_math"] = False
 
 
-def png_data_uri(fig) -> str:
-    """Render a matplotlib figure to an inline PNG data URI (and close it)."""
+def _overlap(boxes: list) -> bool:
+    return any(a.overlaps(b) for a, b in zip(boxes, boxes[1:]))
+
+
+def tick_angle(labels: list, renderer) -> int | None:
+    """The rotation that keeps x tick labels apart: 0 when their boxes do not touch, 30° when
+    neighbours' baselines, slanted, are a line height apart (spacing × sin 30°), else 90° when the
+    spacing holds a line; None when even upright labels would touch."""
+    if len(labels) < 2:
+        return 0
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    if not _overlap([b.padded(1) for b in boxes]):
+        return 0
+    centers = [(b.x0 + b.x1) / 2 for b in boxes]
+    gap = min(b - a for a, b in zip(centers, centers[1:]))
+    height = max(b.height for b in boxes) + 2
+    return 30 if gap * 0.5 >= height else 90 if gap >= height else None
+
+
+def tidy(fig) -> None:
+    """Make a figure's text readable before it is saved, whichever section drew it: a line of one
+    point gets a marker (drawn as a line it is invisible, or reads as a "curve"), a title wider than
+    its axes is wrapped, x tick labels that run into each other are slanted or turned upright (and
+    thinned to every n-th when even that leaves them touching), and the layout is tightened."""
+    import textwrap
+    import warnings
+
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if len(line.get_xdata()) < 2 and line.get_marker() in (None, "None", "", " ", "none"):
+                line.set_marker("o")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        width = ax.get_window_extent(renderer).width
+        text = ax.title.get_text()
+        drawn = ax.title.get_window_extent(renderer).width if text else 0
+        if drawn > width:
+            ax.title.set_text(textwrap.fill(" ".join(text.split()), max(12, int(len(text) * width / drawn) - 2)))
+        lo, hi = sorted(ax.get_xlim())
+        labels = sorted((t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()
+                         and lo - 1e-9 <= t.get_position()[0] <= hi + 1e-9),
+                        key=lambda t: t.get_window_extent(renderer).x0)
+        if any(t.get_rotation() for t in labels):  # measured upright, so that tidying twice changes nothing
+            for t in labels:
+                t.set(rotation=0, ha="center", va="top", rotation_mode="default")
+            fig.canvas.draw()
+        angle, step = tick_angle(labels, renderer), 1
+        while angle is None:  # too many to fit upright: keep every step-th
+            step += 1
+            angle = tick_angle(labels[::step], renderer)
+        for i, t in enumerate(labels):
+            t.set_visible(i % step == 0)
+            if angle == 30:
+                t.set(rotation=30, ha="right", va="top", rotation_mode="anchor")
+            elif angle == 90:
+                t.set(rotation=90, ha="center", va="top", rotation_mode="default")
+    with warnings.catch_warnings():  # "not compatible with tight_layout" for some legends: the rest still fits
+        warnings.simplefilter("ignore")
+        fig.tight_layout()
+
+
+def png_bytes(fig) -> bytes:
+    """A matplotlib figure as PNG bytes, tidied (`tidy`), cropped to what it draws (and closed)."""
     import matplotlib.pyplot as plt
 
+    tidy(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return buf.getvalue()
+
+
+def png_data_uri(fig) -> str:
+    """Render a matplotlib figure to an inline PNG data URI (and close it)."""
+    return "data:image/png;base64," + base64.b64encode(png_bytes(fig)).decode()
 
 
 def img(fig, alt: str) -> str:
@@ -149,6 +217,52 @@ def _core_sections(stages: list[dict]) -> list[str]:
         "<h2>Timings</h2>" + _timing_plot(stages),
         "<h2>Recipe and params</h2>" + _params(stages),
     ]
+
+
+def _summary(run_dir: Path, stages: list[dict], warnings: str) -> str:
+    """What a reader wants first: what ran (stages, documents read and in the final outputs), what
+    was removed and why (the largest reject reasons), and each family's headline (an ablation's
+    verdict: which arm won and by how much), then the warnings; the sections below hold the detail."""
+    read = [s for s in stages if s.get("kind") == "source"]
+    finals = _final_stages(stages)
+    rows_read = sum(s["counts"]["rows_out"] + s["counts"]["rows_rejected"] for s in read)
+    bytes_read = sum(s["counts"]["bytes_out"] + s["counts"]["bytes_rejected"] for s in read)
+    skipped = sum(1 for s in stages if s.get("why", "").startswith("skipped"))
+    ran = (f"{len(stages)} stages" + (f" ({skipped} unchanged since the last run, not re-run)" if skipped else "")
+           + f": read {rows_read:,} documents ({_human(bytes_read)}B) from {len(read)} source"
+           + ("s" if len(read) != 1 else "") + "; the final outputs ("
+           + ", ".join(html.escape(s["dir"]) for s in finals) + f") hold "
+           + f"{sum(s['counts']['rows_out'] for s in finals):,} rows "
+           + f"({_human(sum(s['counts']['bytes_out'] for s in finals))}B).")
+    reasons: dict[str, list] = {}
+    for s in stages:
+        for reason, slot in s["counts"]["rejected"].items():
+            entry = reasons.setdefault(reason, [0, 0, []])
+            entry[0] += slot["rows"]
+            entry[1] += slot["bytes"]
+            entry[2].append(s["dir"])
+    top = sorted(reasons.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    if top:
+        removed = (f"Removed {sum(e[0] for _, e in top):,} rows ({_human(sum(e[1] for _, e in top))}B) for "
+                   f"{len(top)} reason{'s' if len(top) != 1 else ''}; the largest: " + "; ".join(
+                       f"{html.escape(reason)} {rows:,} ({_human(nbytes)}B, in {html.escape(', '.join(where))})"
+                       for reason, (rows, nbytes, where) in top[:5]) + ". Examples under Rejects by reason.")
+    else:
+        removed = "Nothing was removed."
+    items = [ran, removed] + _family_summary(run_dir)
+    return ("<h2>Summary</h2><ul class='summary'>" + "".join(f"<li>{item}</li>" for item in items) + "</ul>"
+            + warnings)
+
+
+def _family_summary(run_dir: Path) -> list[str]:
+    from .families import load_families
+
+    lines = []
+    for name, family in sorted(load_families().items()):
+        for ref in family.report_summary():
+            module_name, _, func = ref.partition(":")
+            lines += getattr(importlib.import_module(module_name), func)(run_dir) or []
+    return lines
 
 
 def crash_rejects(stages: list[dict]) -> list[tuple[str, str, int]]:
@@ -311,6 +425,8 @@ img{max-width:100%;margin:.5em 0}
 .warn{background:#fff4e5;border-left:4px solid #f0a020;padding:.4em .8em}
 pre{white-space:pre-wrap;max-width:480px;font-size:12px;text-align:left;margin:.2em 0}
 details{text-align:left}
+#summary{background:#f6f8fa;border:1px solid #ddd;padding:.2em 1em;margin:1em 0}
+.summary li{margin:.35em 0}
 """
 
 
@@ -339,7 +455,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None, shown_as: s
         f"<!doctype html><html><head><meta charset='utf-8'><title>Assay report: {html.escape(title)}</title>"
         f"<style>{CSS}</style></head><body><h1>Assay report: {html.escape(title)}</h1>"
         f"<p class='sub'>output: {html.escape(shown_as or str(run_dir.resolve()))} · engine {html.escape(str(run.get('engine', '?')))}"
-        f" · {len(stages)} stages · {total:.1f} s of stage time · assay {__version__} · {when}</p>" + warning
+        f" · {len(stages)} stages · {total:.1f} s of stage time · assay {__version__} · {when}</p>"
+        + f"<section id='summary'>{_summary(run_dir, stages, warning)}</section>"
         + "".join(f"<section>{s}</section>" for s in sections)
         + "</body></html>"
     )

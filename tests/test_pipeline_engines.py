@@ -170,6 +170,10 @@ def test_the_demo_report_renders_in_headless_chromium(local_demo, tmp_path):
     dark = (pixels < 128).mean()  # text, table rules and plot lines
     assert 0.005 < dark < 0.6, dark  # neither blank nor a solid block
     assert pixels[:200].std() > 10  # the title and the first section are drawn at the top
+    # the first section is the summary (what ran, what was removed, who won): tests/test_report_summary.py
+    # measures it in the browser on a run with an ablation
+    text = page.read_text()
+    assert text.index("<section id='summary'><h2>Summary</h2>") < text.index("<section>")
 
 
 def test_report_warns_about_crash_rejects(local_demo, tmp_path):

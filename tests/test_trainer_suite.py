@@ -183,6 +183,14 @@ def test_ablation_scores_tasks_per_arm_and_flags_the_contaminated_arm(data, tmp_
     page = (tmp_path / "out" / "report.html").read_text()
     assert "Downstream tasks" in page and "Contamination: dirty" in page and "Contamination: clean" not in page
     assert "macro p_correct" in page and "copa" in page
+    # per task, the arm ahead on each continuous metric (higher p_correct, lower bpb), in the table too
+    for task in ("copa", "arc_easy"):
+        for metric, pick in (("p_correct", max), ("bpb", min)):
+            ahead = t["task_pairs"][task][metric]["a"]
+            assert ahead == pick(t["arms"], key=lambda arm: t["arms"][arm]["per_task"][task][metric]["mean"])
+    assert "<th>ahead on p_correct (p)</th>" in page
+    ahead = t["task_pairs"]["copa"]["bpb"]
+    assert f"<td>{ahead['a']} ({ahead['p_value']:.2g}" in page
 
     spec_file.write_text(spec_file.read_text() + "contamination: refuse\n")
     spec, raw_cfg = load_ablation_spec(spec_file)

@@ -6,6 +6,7 @@ Commands (registered on the top-level CLI): `assay train CONFIG`, `assay eval CH
 from __future__ import annotations
 
 REPORT_SECTIONS = ["assay.trainer.report:report_section"]
+REPORT_SUMMARY = ["assay.trainer.report:report_summary"]
 
 
 def register_commands(cli) -> None:

@@ -4,7 +4,9 @@ Reports mean ± std held-out BPB per arm (final evaluation, overall BPB of `metr
 difference with a p-value (Welch t-test by default; a paired t-test, since run i of every arm starts from
 seed i's weights; or a seed bootstrap) and the gap in units of the seed standard deviation (unpaired,
 and of the per-seed differences), plots, and a dense re-run (num_experts=1) of the two best arms: if their order flips without
-routing, the MoE result is about routing, not data.
+routing, the MoE result is about routing, not data. Per held-out source, the arms are compared the
+same way, and each arm's source and domain mix is checked against the others' (mixcheck.py): a gap
+between arms that train on different mixes is flagged, and `match_mix` trains an arm on another's.
 
 An ablation is a small DAG: each arm x seed is a training-run stage of the one runner (OUT/runs/NAME),
 so a rerun skips the runs whose data and config are unchanged, resumes a killed one, and retrains
@@ -29,6 +31,7 @@ from assay.pipeline import storage
 from assay.pipeline.dataset import atomic_write_bytes, atomic_write_text
 
 from .config import AblationSpec, ConfigError, parse_train_config
+from .mixcheck import arm_mix, match_mix, mix_differences
 from .report import ABLATION, write_run_report
 from .train import read_metrics
 
@@ -128,11 +131,13 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
     run_log = {"recipe": owner, "kind": "ablation", "order": [], "stages": {}}
     atomic_write_text(out / RUN_LOG, json.dumps(run_log, indent=2))  # first: marks OUT as Assay's
 
+    arms, mixes, matched = _mixes(spec, out, log)
+
     def raw_for(arm: str, seed: int, dense: bool) -> dict:
         raw = copy.deepcopy(raw_config)
         raw["name"] = f"{arm}-s{seed}" + ("-dense" if dense else "")
         raw["seed"] = seed
-        raw.setdefault("data", {})["train"] = spec.arms[arm]
+        raw.setdefault("data", {})["train"] = arms[arm]
         if spec.tokens:
             raw["tokens"] = spec.tokens
         ev = spec.eval
@@ -157,7 +162,7 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
         raise_no_eval()
     if metric_set not in first.eval.sets:
         raise ConfigError(f"metric_set {metric_set!r}: not one of the eval sets ({', '.join(first.eval.sets)})")
-    contamination = _contamination(spec, first, log)
+    contamination = _contamination(spec, arms, first, log)
 
     def run_all(jobs: list[tuple[str, int, bool]]) -> dict[tuple[str, int, bool], dict]:
         args = {job: (raw_for(*job), spec.config, str(out / "runs" / raw_for(*job)["name"]), owner, force)
@@ -191,6 +196,11 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
                  for arm, v in values.items()},
         "pairs": compare(values, spec.significance, spec.alpha),
     }
+    result["source_pairs"] = _source_pairs(result["arms"], spec.significance, spec.alpha)
+    result["mix"] = {"arms": mixes, "tolerance": spec.mix_tolerance.model_dump(), "matched": matched,
+                     "differences": mix_differences(mixes, spec.mix_tolerance)}
+    for d in result["mix"]["differences"]:
+        log(f"WARNING mix: {d['message']}")
     if first.eval.tasks is not None:
         result["tasks"] = task_comparison(summaries, spec.significance, spec.alpha)
     if contamination is not None:
@@ -229,14 +239,23 @@ def task_comparison(summaries: dict[str, list[dict]], method: str, alpha: float)
         pairs[metric] = [dict(p, verdict=verdict(p, stats, alpha, method, f"in macro {metric}", "over the task suite",
                                                   "", lower_is_better=lower))
                          for p in compare(values, method, alpha, higher_is_better=not lower)]
+    per_task = {}  # per task, which arm is ahead on the two continuous metrics, over seeds
+    for task in first["tasks"]:
+        for metric in ("p_correct", "bpb"):
+            values = {arm: r["per_task"][task][metric]["values"] for arm, r in arms.items()
+                      if metric in r["per_task"].get(task, {})}
+            if len(values) == len(arms):
+                best = compare(values, method, alpha, higher_is_better=metric not in LOWER_IS_BETTER)[0]
+                per_task.setdefault(task, {})[metric] = {k: best[k] for k in ("a", "b", "diff", "p_value", "significant")}
     return {"suite": first["suite"], "format": first["format"], "items_cap": first["items_cap"],
+            "task_pairs": per_task,
             "items": {t: e["items"] for t, e in first["tasks"].items()},
             "chance": {t: e["chance"] for t, e in first["tasks"].items()},
             "kinds": {t: e["kind"] for t, e in first["tasks"].items()},
             "arms": arms, "pairs": pairs}
 
 
-def _contamination(spec: AblationSpec, cfg, log: Callable[[str], None]) -> dict | None:
+def _contamination(spec: AblationSpec, arms: dict[str, str], cfg, log: Callable[[str], None]) -> dict | None:
     """Check every arm's training data for the suite's items (contamination.py); refuse when the spec
     says so."""
     if cfg.eval.tasks is None or spec.contamination == "off":
@@ -248,7 +267,7 @@ def _contamination(spec: AblationSpec, cfg, log: Callable[[str], None]) -> dict 
 
     suite = load_suite(cfg.eval.tasks, cfg.eval.task_items)
     out = {}
-    for arm, path in spec.arms.items():
+    for arm, path in arms.items():
         try:
             out[arm] = check(path, suite)
         except UserError as exc:
@@ -283,8 +302,29 @@ def _per_source(summaries: list[dict], set_name: str) -> dict:
         v = [s["eval"][set_name]["per_source"][src]["bpb"] for s in summaries]
         if all(x is not None for x in v):
             out[src] = {"mean": round(float(np.mean(v)), 5),
-                        "std": round(float(np.std(v, ddof=1)), 5) if len(v) > 1 else 0.0}
+                        "std": round(float(np.std(v, ddof=1)), 5) if len(v) > 1 else 0.0, "values": v}
     return out
+
+
+def _source_pairs(arms: dict[str, dict], method: str, alpha: float) -> dict[str, list[dict]]:
+    """Per held-out source every arm scored, the arms compared on that source's BPB as on the whole set."""
+    common = set.intersection(*(set(r["per_source"]) for r in arms.values()))
+    return {src: compare({arm: r["per_source"][src]["values"] for arm, r in arms.items()}, method, alpha)
+            for src in sorted(common)}
+
+
+def _mixes(spec: AblationSpec, out: Path, log: Callable[[str], None]) -> tuple[dict[str, str], dict, dict]:
+    """Each arm's training data (a `match_mix` arm: its resample, written under OUT/matched/), what it
+    trains on by source and domain, and what each matched arm was matched to."""
+    arms = dict(spec.arms)
+    mixes = {arm: arm_mix(path) for arm, path in arms.items()}
+    matched = {}
+    for arm, ref in spec.match_mix.items():
+        log(f"match_mix: resampling {arm} to {ref}'s source shares")
+        arms[arm] = str(match_mix(spec.arms[arm], mixes[ref], out / "matched" / arm))
+        before, mixes[arm] = mixes[arm]["tokens"], arm_mix(arms[arm])
+        matched[arm] = {"to": ref, "path": arms[arm], "tokens_before": before, "tokens": mixes[arm]["tokens"]}
+    return arms, mixes, matched
 
 
 def _plots(out: Path, result: dict, summaries: dict[str, list[dict]]) -> None:
@@ -314,12 +354,8 @@ def _plots(out: Path, result: dict, summaries: dict[str, list[dict]]) -> None:
 
 
 def _save_figure(fig, path) -> None:
-    """A PNG written whole (one PUT on a store, a rename on disk)."""
-    import io
+    """A PNG written whole (one PUT on a store, a rename on disk), tidied as the report's figures are."""
+    from assay.pipeline import report
 
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    if fig is not None:
+        atomic_write_bytes(path, report.png_bytes(fig))

@@ -205,6 +205,16 @@ class AblationEval(Strict):
     task_format: Literal["cf", "mcf"] | None = None
 
 
+class MixTolerance(Strict):
+    """How far two arms' token shares of one source (or domain) may differ before the ablation warns
+    that a BPB gap may reflect the mix rather than quality: more than `points` apart (absolute), or
+    more than `ratio` times apart where the larger share is at least `min_share`."""
+
+    points: float = Field(0.05, gt=0, lt=1)
+    ratio: float = Field(2.0, gt=1)
+    min_share: float = Field(0.02, ge=0, lt=1)
+
+
 class AblationSpec(Strict):
     name: str
     config: str = Field(description="train config YAML (relative to the spec)")
@@ -222,6 +232,10 @@ class AblationSpec(Strict):
     contamination: Literal["flag", "refuse", "off"] = Field(
         "flag", description="arms whose training data holds task-suite items: flag them in the result and report, "
         "refuse to run, or do not check")
+    mix_tolerance: MixTolerance = Field(default_factory=MixTolerance)
+    match_mix: dict[str, str] = Field(
+        default_factory=dict, description="arm -> reference arm: train the arm on a resample of its data that "
+        "holds the reference arm's per-source token shares (mixcheck.match_mix)")
 
     @model_validator(mode="before")
     @classmethod
@@ -235,6 +249,12 @@ class AblationSpec(Strict):
     def _arms(self) -> "AblationSpec":
         if len(self.arms) < 2:
             raise ValueError("an ablation needs at least two arms")
+        for arm, ref in self.match_mix.items():
+            for name in (arm, ref):
+                if name not in self.arms:
+                    raise ValueError(f"match_mix: {name!r} is not an arm ({', '.join(self.arms)})")
+            if arm == ref or ref in self.match_mix:
+                raise ValueError(f"match_mix: {arm!r} must hold the mix of an arm whose data is its own, not {ref!r}")
         return self
 
 

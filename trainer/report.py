@@ -27,26 +27,35 @@ def _ablations(root: Path) -> list[Path]:
 
 
 def curves_figure(runs: dict[str, list[dict]]):
-    """Loss vs tokens (train) and BPB vs tokens (eval) for named metric streams."""
+    """Loss vs tokens (train) and BPB vs tokens (eval) for named metric streams. A panel is drawn only
+    where some stream has two points or more: a run evaluated once has its BPB in the tables, not as
+    a one-point "curve". None when neither panel has one."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
+    loss, bpb = {}, {}
     for name, recs in runs.items():
         train = [r for r in recs if r.get("kind") == "train"]
-        a.plot([r["tokens"] for r in train], [r["loss"] for r in train], label=name, lw=1)
+        loss[name] = [(r["tokens"], r["loss"]) for r in train]
         ev = [r for r in recs if r.get("kind") == "eval"]
         for set_name in (ev[0]["eval"] if ev else {}):
-            pts = [(r["tokens"], r["eval"][set_name]["bpb"]) for r in ev if r["eval"][set_name]["bpb"] is not None]
+            bpb[f"{name} · {set_name}"] = [(r["tokens"], r["eval"][set_name]["bpb"]) for r in ev
+                                           if r["eval"][set_name]["bpb"] is not None]
+    panels = [(streams, xlabel, ylabel, title) for streams, xlabel, ylabel, title in (
+        (loss, "tokens", "train loss (nats/token)", "training loss"),
+        (bpb, "tokens", "bits per byte", "held-out BPB during training"))
+        if any(len(pts) > 1 for pts in streams.values())]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.6), squeeze=False)
+    for ax, (streams, xlabel, ylabel, title) in zip(axes[0], panels):
+        for name, pts in streams.items():
             if pts:
-                b.plot(*zip(*pts), marker="o", label=f"{name} · {set_name}", lw=1)
-    a.set(xlabel="tokens", ylabel="train loss (nats/token)", title="training loss")
-    b.set(xlabel="tokens", ylabel="bits per byte", title="held-out BPB")
-    for ax in (a, b):
-        if ax.lines:
-            ax.legend(fontsize=7)
+                ax.plot(*zip(*pts), marker="o" if streams is bpb else None, label=name, lw=1)
+        ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -138,8 +147,10 @@ def _run_html(run: Path) -> str:
             parts.append(_table(["eval set", "source", "BPB", "tokens", "bytes"], rows))
         if summary.get("tasks"):
             parts.append(suite_html(summary["tasks"]))
+    curves = curves_figure({run.name: recs}) if recs else None
+    if curves is not None:
+        parts.append(img(curves, "training curves"))
     if recs:
-        parts.append(img(curves_figure({run.name: recs}), "training curves"))
         fig = _moe_figure(recs)
         if fig is not None:
             parts.append(img(fig, "expert telemetry"))
@@ -199,8 +210,10 @@ def ablation_html(root: Path) -> str:
              "yes" if p["significant"] else "no"] for p in res["pairs"]]
     parts.append(_table(["arm a", "arm b", "BPB a − b", "|gap| / seed std", "|gap| / std of per-seed gaps",
                          f"p ({res['significance']})", "significant"], rows))
-    parts += [f"<p><b>Verdict.</b> {html.escape(verdict(p, res['arms'], res['alpha'], res['significance']))}</p>"
-              for p in res["pairs"]]
+    parts += [f"<p><b>Verdict.</b> {html.escape(verdict(p, res['arms'], res['alpha'], res['significance']))}"
+              f"{html.escape(mix_caution(res, p))}</p>" for p in res["pairs"]]
+    parts.append(mix_html(res))
+    parts.append(per_source_html(res))
     parts.append(tasks_html(res))
     dense = res.get("dense_check")
     if dense:
@@ -217,6 +230,83 @@ def ablation_html(root: Path) -> str:
     return "".join(parts)
 
 
+def mix_caution(res: dict, pair: dict) -> str:
+    """A sentence after a verdict whose two arms train on different source or domain mixes."""
+    found = [d for d in (res.get("mix") or {}).get("differences", []) if {d["a"], d["b"]} == {pair["a"], pair["b"]}]
+    if not found:
+        return ""
+    named = ", ".join(f"{d['kind']} {d['name']} {d['share_a']:.1%} vs {d['share_b']:.1%}" for d in found[:3])
+    return (f" Caution: the two arms train on different mixes ({named}{', ...' if len(found) > 3 else ''}), so part "
+            "of this gap is the mix, not the data's quality; see the mix check and the per-source BPB below.")
+
+
+def mix_html(res: dict) -> str:
+    """Each arm's training tokens by source and by domain, and a warning per share that differs
+    between two arms beyond the spec's tolerance (mixcheck.mix_differences)."""
+    mix = res.get("mix")
+    if not mix:
+        return ""
+    arms, tol = mix["arms"], mix["tolerance"]
+    parts = ["<h4>Mix check</h4>"]
+    by_pair: dict[tuple[str, str], list[dict]] = {}
+    for d in mix["differences"]:
+        by_pair.setdefault((d["a"], d["b"]), []).append(d)
+    for (a, b), found in by_pair.items():  # one box a pair, the largest change (by ratio) first
+        found = sorted(found, key=lambda d: -max(d["share_a"], d["share_b"]) / max(min(d["share_a"], d["share_b"]), 1e-9))
+        items = "".join(f"<li>{html.escape(d['message'])}</li>" for d in found)
+        parts.append(f"<div class='warn' style='margin:.6em 0'><b>Mix differs between {html.escape(a)} and {html.escape(b)}:</b>"
+                     f"<ul>{items}</ul></div>")
+    if mix["differences"] and not mix.get("matched"):  # a matched arm already answers it
+        a, b = mix["differences"][0]["a"], mix["differences"][0]["b"]
+        parts.append(f"<p>To compare quality alone, train an arm on the other's source shares: "
+                     f"<code>match_mix: {{{html.escape(b)}: {html.escape(a)}}}</code> in the spec resamples "
+                     f"{html.escape(b)}'s rows to {html.escape(a)}'s shares (README, ablation fields).</p>")
+    if not mix["differences"]:
+        parts.append(f"<p>No source or domain share differs between arms by more than {tol['points']:.0%} points "
+                     f"or {tol['ratio']:g}× (shares of at least {tol['min_share']:.0%}).</p>")
+    for arm, m in (mix.get("matched") or {}).items():
+        parts.append(f"<p>{html.escape(arm)} holds {html.escape(m['to'])}'s source shares: a resample of its data "
+                     f"({m['tokens']:,} of its {m['tokens_before']:,} tokens kept).</p>")
+    for key, label in (("sources", "source"), ("domains", "domain")):
+        if key == "domains" and all(m["domains"] == m["sources"] for m in arms.values()):
+            continue  # one source per domain: the source table says it all
+        names = sorted({n for m in arms.values() for n in m[key]})
+        totals = {arm: sum(m[key].values()) or 1 for arm, m in arms.items()}
+        rows = [[html.escape(n)] + [f"{arms[arm][key].get(n, 0) / totals[arm]:.1%}" for arm in arms] for n in names]
+        parts.append(_table([label] + [f"{arm}: share of tokens" for arm in arms], rows))
+    return "".join(parts)
+
+
+def per_source_html(res: dict) -> str:
+    """Held-out BPB per source per arm (mean ± std over seeds), beside the source's share of each
+    arm's training tokens, and which arm is ahead on it (and whether that is significant)."""
+    arms = res["arms"]
+    pairs = res.get("source_pairs") or {}
+    if not pairs:
+        return ""
+    mixes = (res.get("mix") or {}).get("arms") or {}
+    head = ["source"] + [h for arm in arms for h in (f"{arm} BPB", f"{arm} share of tokens")] + \
+        ["ahead", "gap", f"p ({res['significance']})", "significant"]
+    rows = []
+    for src, ps in pairs.items():
+        cells = [html.escape(src)]
+        for arm, r in arms.items():
+            stat = r["per_source"][src]
+            share = ""
+            if arm in mixes:
+                total = sum(mixes[arm]["sources"].values()) or 1
+                share = f"{mixes[arm]['sources'].get(src, 0) / total:.1%}"
+            cells += [f"{stat['mean']:.4f} ± {stat['std']:.4f}", share]
+        best = ps[0] if ps else None
+        cells += [html.escape(best["a"]), f"{abs(best['diff']):.4f}", f"{best['p_value']:.2g}",
+                  "yes" if best["significant"] else "no"] if best else ["", "", "", ""]
+        rows.append(cells)
+    return (f"<h4>Held-out BPB per source</h4><p>BPB on each source's part of {html.escape(res['metric_set'])} "
+            "(lower is better), mean ± std over seeds, beside the share of each arm's training tokens that "
+            "source holds: an arm that trains on less of a source is expected to score worse on it.</p>"
+            + _table(head, rows))
+
+
 TASK_COLUMNS = ("acc", "p_correct", "bpb")  # per arm in the per-task table; every metric is in ablation.json
 
 
@@ -231,18 +321,24 @@ def tasks_html(res: dict) -> str:
     if not t:
         return ""
     arms = list(t["arms"])
-    head = ["task", "kind", "items", "chance"] + [f"{arm} {m}" for arm in arms for m in TASK_COLUMNS]
+    ahead = ("p_correct", "bpb")  # the metrics that move at this scale: which arm is ahead per task
+    head = ["task", "kind", "items", "chance"] + [f"{arm} {m}" for arm in arms for m in TASK_COLUMNS] + \
+        [f"ahead on {m} (p)" for m in ahead]
     rows = []
     for task, n in t["items"].items():
         chance = t["chance"].get(task)
+        pairs = (t.get("task_pairs") or {}).get(task, {})
         rows.append([html.escape(task), html.escape(t["kinds"][task]), n, f"{chance:.3f}" if chance else ""] +
-                    [_fmt(t["arms"][arm]["per_task"][task].get(m)) for arm in arms for m in TASK_COLUMNS])
+                    [_fmt(t["arms"][arm]["per_task"][task].get(m)) for arm in arms for m in TASK_COLUMNS] +
+                    [f"{html.escape(pairs[m]['a'])} ({pairs[m]['p_value']:.2g}{', significant' if pairs[m]['significant'] else ''})"
+                     if m in pairs else "" for m in ahead])
     for m in TASK_COLUMNS:
         cells = []
         for arm in arms:
             mac = t["arms"][arm]["macro"].get(m)
             cells.append(f"<b>{_fmt(mac)}</b> [{mac['ci95'][0]:.3f}, {mac['ci95'][1]:.3f}]" if mac else "")
-        rows.append([f"<b>macro {m}</b>", "", "", ""] + [c if col == m else "" for c in cells for col in TASK_COLUMNS])
+        rows.append([f"<b>macro {m}</b>", "", "", ""] + [c if col == m else "" for c in cells for col in TASK_COLUMNS]
+                    + [""] * len(ahead))
     parts = [f"<h4>Downstream tasks</h4><p>Suite {html.escape(str(t['suite']))} ({html.escape(t['format'])} prompts, "
              f"at most {t['items_cap'] or 'every'} items a task), scored at the end of every run; mean ± std over "
              "seeds; macro rows add the 95% interval over items and seeds. acc and p_correct: higher is "
@@ -291,6 +387,33 @@ def contamination_html(res: dict) -> str:
     return "".join(parts)
 
 
+def report_summary(run_dir) -> list[str]:
+    """The summary's lines for each ablation under `run_dir`: the arms ranked, which arm won on the
+    decision metric and by how much (the verdict in words, with the mix caution where the arms' mixes
+    differ), the task suite's verdicts, and contaminated arms."""
+    lines = []
+    for root in _ablations(storage.as_path(run_dir)):
+        res = json.loads((root / ABLATION).read_text())
+        ranked = sorted(res["arms"].items(), key=lambda kv: kv[1]["mean"])
+        head = (f"<b>Ablation {html.escape(res['name'])}</b> ({len(res['arms'])} arms × {len(res['seeds'])} seeds, "
+                f"{res['tokens']:,} tokens a run), held-out BPB on {html.escape(res['metric_set'])}, lower is "
+                "better: " + " < ".join(f"{html.escape(a)} {r['mean']:.3f}" for a, r in ranked) + ".")
+        if res["pairs"]:
+            best = res["pairs"][0]
+            head += (f" <b>Verdict:</b> {html.escape(verdict(best, res['arms'], res['alpha'], res['significance']))}"
+                     f"{html.escape(mix_caution(res, best))}")
+        lines.append(head)
+        tasks = res.get("tasks") or {}
+        for metric in ("p_correct", "bpb"):
+            for pair in (tasks.get("pairs") or {}).get(metric, [])[:1]:
+                lines.append(f"Task suite, macro {html.escape(metric)}: {html.escape(pair['verdict'])}")
+        dirty = [arm for arm, r in (res.get("contamination") or {}).items() if r.get("flagged")]
+        if dirty:
+            lines.append(f"<b>Contamination:</b> {html.escape(', '.join(dirty))} train on "
+                         "text holding task-suite items; their task scores are not clean.")
+    return lines
+
+
 def report_section(run_dir) -> str | None:
     root = storage.as_path(run_dir)  # a folder or a URL (pipeline/storage.py)
     runs, abls = _runs(root), _ablations(root)
@@ -306,7 +429,9 @@ def write_run_report(run_dir: Path) -> Path:
 
     run_dir = storage.as_path(run_dir)
     plain_text_figures()
-    body = report_section(run_dir) or "<p>No training runs found.</p>"
+    summary = report_summary(run_dir)
+    body = ("<section id='summary'><h2>Summary</h2><ul class='summary'>" + "".join(f"<li>{x}</li>" for x in summary)
+            + "</ul></section>" if summary else "") + (report_section(run_dir) or "<p>No training runs found.</p>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Assay training: {html.escape(run_dir.name)}"
             f"</title><style>{CSS}</style></head><body><h1>Assay training: {html.escape(run_dir.name)}</h1>"
             f"{body}</body></html>")
