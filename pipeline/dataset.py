@@ -595,6 +595,11 @@ def _record(root: Path) -> dict[str, Any] | None:
     return None
 
 
+def is_assay_dataset(root: Path) -> bool:
+    """A complete dataset (its manifest) or a partial one (its lease) written by Assay."""
+    return _record(storage.as_path(root)) is not None
+
+
 def read_json_safe(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
