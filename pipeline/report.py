@@ -29,6 +29,22 @@ def plain_text_figures() -> None:
     matplotlib.rcParams["text.parse_math"] = False
 
 
+def _plain_log_ticks(fig) -> None:
+    """Log axes label their ticks in mathtext (`$\\mathdefault{10^{1}}$`); with math parsing off
+    (`plain_text_figures`) that would be drawn as typed, so they get plain numbers (1, 10, 100)."""
+    import matplotlib
+    from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, NullFormatter
+
+    if matplotlib.rcParams["text.parse_math"]:
+        return
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if isinstance(axis.get_major_formatter(), LogFormatterSciNotation):
+                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            if isinstance(axis.get_minor_formatter(), LogFormatterSciNotation):
+                axis.set_minor_formatter(NullFormatter())
+
+
 def _overlap(boxes: list) -> bool:
     return any(a.overlaps(b) for a, b in zip(boxes, boxes[1:]))
 
@@ -56,6 +72,7 @@ def tidy(fig) -> None:
     import textwrap
     import warnings
 
+    _plain_log_ticks(fig)
     for ax in fig.axes:
         for line in ax.get_lines():
             if len(line.get_xdata()) < 2 and line.get_marker() in (None, "None", "", " ", "none"):
