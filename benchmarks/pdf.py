@@ -315,6 +315,7 @@ def systems() -> dict:
     return {
         "pdfium": lambda p: (plain_pdfium(p), {}),
         "pymupdf": lambda p: (plain_pymupdf(p), {}),
+        "assay-v1": assay({"layout": False}),
         "assay": assay({}),
     }
 

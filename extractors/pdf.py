@@ -24,6 +24,7 @@ from pydantic import Field
 from ..pipeline.readers import ContentType, DocBuffer, FileReader
 from ..pipeline.stage import Params, register
 from .limits import Watchdog
+from .pdf_layout import Word, layout_page
 
 Page = list[list[str]]  # blocks of lines
 
@@ -36,7 +37,7 @@ class PdfReject(Exception):
 
 # ---- backends ----------------------------------------------------------------------------------
 
-def _pymupdf_pages(path: str) -> tuple[list[Page], int]:
+def _pymupdf_pages(path: str, layout: bool = False) -> tuple[list[Page], int]:
     import pymupdf
 
     try:
@@ -50,8 +51,26 @@ def _pymupdf_pages(path: str) -> tuple[list[Page], int]:
         blocks = page.get_text("blocks")  # content-stream order: the author's reading order
         if any(b[6] == 1 for b in blocks) or page.get_images():
             image_pages += 1
-        pages.append([b[4].split("\n") for b in blocks if b[6] == 0 and b[4].strip()])
+        if layout:
+            pages.append(layout_page(_pymupdf_spans(page), page.rect.width, page.rect.height))
+        else:
+            pages.append([b[4].split("\n") for b in blocks if b[6] == 0 and b[4].strip()])
     return pages, image_pages
+
+
+def _pymupdf_spans(page) -> list[Word]:
+    """Text spans with boxes, keyed by (block, line): MuPDF's spans keep the logical order and
+    shaping of right-to-left and CJK text that its word split loses."""
+    spans = []
+    for b, block in enumerate(page.get_text("dict")["blocks"]):
+        for l, line in enumerate(block.get("lines", ())):
+            if line["dir"][0] < 0.5:  # rotated/vertical text: one unit, no layout
+                pass
+            for s in line["spans"]:
+                if s["text"].strip():
+                    x0, y0, x1, y1 = s["bbox"]
+                    spans.append(Word(x0, y0, x1, y1, s["text"], (b, l)))
+    return spans
 
 
 def _pdfium_pages(path: str) -> tuple[list[Page], int]:
@@ -200,6 +219,9 @@ def clean_pages(pages: list[Page]) -> tuple[str, int]:
     parts = []
     for page in pages:
         for block in page:
+            if block and all(line.startswith("|") for line in block):  # a Markdown table: rows as they are
+                parts.append("\n".join(block))
+                continue
             paras = _reflow(block)
             if paras:
                 parts.append("\n".join(paras) if all(is_mathish(p) for p in paras[1:]) and len(paras) > 1 and is_mathish(paras[-1]) else "\n\n".join(paras))
@@ -212,7 +234,8 @@ def extract_pdf(item: dict[str, Any]) -> dict[str, Any]:
     if os.path.getsize(path) == 0:
         return {"reject": "empty_pdf", "detail": "0 bytes"}
     try:
-        pages, image_pages = BACKENDS[backend](path)
+        layout = item.get("layout", True)
+        pages, image_pages = (BACKENDS[backend](path, layout) if backend == "pymupdf" else BACKENDS[backend](path))
     except PdfReject as rej:
         return {"reject": rej.reason, "detail": rej.detail}
     if not pages:
