@@ -131,6 +131,8 @@ def _text_len(text: str) -> int:
 def _is_prose(seg_rows: list[list[Line]], cols: list[tuple[float, float]]) -> bool:
     """Columns of running text side by side (a two-column page, a text beside an infobox)."""
     total = cols[-1][1] - cols[0][0]
+    if len(cols) == 2 and all(b - a >= 0.3 * total for a, b in cols):
+        return True  # two wide columns side by side: a two-column page, not a table
     for a, b in cols:
         segs = [s for row in seg_rows for s in row if a - 1 <= (s.x0 + s.x1) / 2 <= b + 1]
         if len(segs) < 3:
