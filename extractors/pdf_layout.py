@@ -6,9 +6,9 @@ path reuses it. Steps per page:
    runs of >= 3 rows with >= 2 segments whose segments fall into shared x-columns (vertical
    whitespace rivers) become one Markdown table. Two-column prose is not a table: its segments are
    long runs of words.
-2. The remaining lines keep their text-layer blocks; blocks are ordered by recursive XY-cut: a
-   vertical gutter splits columns (left to right, right to left on a right-to-left page), else the
-   widest horizontal gap splits bands top to bottom.
+2. The remaining lines are ordered by recursive XY-cut: a vertical gutter splits columns (left to
+   right, right to left on a right-to-left page), else the widest horizontal gap splits bands top to
+   bottom; then neighbouring lines of one text-layer block are joined into paragraphs again.
 3. Lines in the top/bottom margin band that are short and not larger than body text (running heads,
    folios, footers) are dropped; a block of text clearly larger than the body is a heading (`#`).
 Everything is plain geometry: no model, a few ms per page.
@@ -58,7 +58,7 @@ class Line:
         out = ""
         for prev, w in zip([None] + self.words[:-1], self.words):
             if prev is not None and out and not out.endswith(" ") and not w.text.startswith(" ") \
-                    and w.x0 - prev.x1 > 0.15 * (w.y1 - w.y0):
+                    and max(w.x0 - prev.x1, prev.x0 - w.x1) > 0.15 * (w.y1 - w.y0):  # RTL runs go leftwards
                 out += " "
             out += w.text
         return re.sub(r"\s+", " ", out).strip()
@@ -250,15 +250,19 @@ def lines_from_words(words: list[Word]) -> list[Line]:
     return [Line(ws) for ws in by_key.values()]
 
 
-def _blocks_of(lines: list[Line]) -> list[Block]:
-    by_block: dict = {}
-    for l in lines:
-        by_block.setdefault(l.words[0].key[:1], []).append(l)
-    blocks = []
-    for ls in by_block.values():
-        # a text-layer block can hold lines from several columns; keep each column's lines together
-        blocks.append(Block(sorted(ls, key=lambda l: (round(l.y0), l.x0))))
-    return blocks
+def _regroup(atoms: list[Block], body_h: float) -> list[Block]:
+    """Lines in reading order → blocks again: a line joins the previous one when the text layer put
+    them in one block and it sits just below it, overlapping it horizontally."""
+    out: list[Block] = []
+    for a in atoms:
+        if a.kind == "text" and out and out[-1].kind == "text":
+            prev, line = out[-1].lines[-1], a.lines[0]
+            if prev.words[0].key[:1] == line.words[0].key[:1] and -0.5 * body_h <= line.y0 - prev.y1 <= 1.0 * body_h \
+                    and min(prev.x1, line.x1) - max(prev.x0, line.x0) > 0:
+                out[-1].lines.append(line)
+                continue
+        out.append(Block(list(a.lines), a.kind, a.rendered))
+    return out
 
 
 def is_rtl(text: str) -> bool:
@@ -285,9 +289,10 @@ def layout_page(words: list[Word], width: float, height: float, margin: float = 
             continue
         kept.append(l)
     tables, rest = find_tables(kept)
-    blocks = _blocks_of(rest) + tables
+    # lines are the atoms of the cut: a text-layer block may hold lines of two columns
+    atoms = [Block([l]) for l in rest] + tables
     rtl = is_rtl(" ".join(l.text for l in rest[:200]))
-    ordered = _xy_cut(blocks, rtl, min_gutter=max(6.0, 0.6 * body_h))
+    ordered = _regroup(_xy_cut(atoms, rtl, min_gutter=max(6.0, 0.6 * body_h)), body_h)
     out: list[list[str]] = []
     for b in ordered:
         if b.kind == "table":
