@@ -88,7 +88,7 @@ def test_cleaning_rules():
 
 
 def test_pdf_stage_ledger(tmp_path):
-    stage = ExtractPdf({"paths": [str(DATA / "*.pdf")], "backend": "pdfium"})
+    stage = ExtractPdf({"paths": [str(DATA / "*.pdf")], "backend": "pdfium", "ocr": "off"})
     counts = Counts()
     table = pa.concat_tables([t for task in stage.tasks() for t in stage.run_task(task, counts)])
     assert counts.rows_in == table.num_rows == len(list(DATA.glob("*.pdf")))
