@@ -323,6 +323,7 @@ class ExtractPdf(FileReader):
     """
 
     Params = PdfParams
+    suffix = ".pdf"
     files_per_task = 16
     # 2: layout path, per-page routing and OCR; the OCR engine (and its bundled models) is part of it
     version = f"2+{ocr.ENGINE or 'no-ocr'}"
@@ -330,18 +331,30 @@ class ExtractPdf(FileReader):
     _watchdog: Watchdog | None = None
 
     def input_files(self) -> list[str]:
-        return [f for f in super().input_files() if f.lower().endswith(".pdf")]
+        return [f for f in super().input_files() if f.lower().endswith(self.suffix)]
 
     def source_for(self, path: str) -> str:
-        return self.params.source or "pdf"
+        return self.params.source or self.suffix[1:]
 
-    def setup(self) -> None:
+    @staticmethod
+    def extract(item: dict[str, Any]) -> dict[str, Any]:
+        return extract_pdf(item)
+
+    def item_for(self, path: str) -> dict[str, Any]:
+        p = self.params
+        return {"path": path, "backend": p.backend, "min_chars": p.min_chars, "layout": p.layout, "ocr": p.ocr,
+                "ocr_dpi": p.ocr_dpi}
+
+    def preload(self) -> None:
         # Import the backend here, before the watchdog forks: a child that imported it itself would
         # spend part of its first document's timeout_s on the import, and every restarted child again.
         import importlib
 
         backend = resolve_backend(self.params.backend)
         importlib.import_module({"pymupdf": "pymupdf", "pdfium": "pypdfium2", "pypdf": "pypdf"}[backend])
+
+    def setup(self) -> None:
+        self.preload()
         self.watchdog()
 
     def watchdog(self) -> Watchdog:
@@ -351,7 +364,7 @@ class ExtractPdf(FileReader):
 
             p = self.params
             isolate = p.isolate and not mp.current_process().daemon
-            self._watchdog = Watchdog(extract_pdf, p.timeout_s, p.memory_mb, isolate, p.wall_s)
+            self._watchdog = Watchdog(type(self).extract, p.timeout_s, p.memory_mb, isolate, p.wall_s)
         return self._watchdog
 
     def __del__(self) -> None:
@@ -367,14 +380,52 @@ class ExtractPdf(FileReader):
         if size > p.max_bytes:
             buf.reject("too_large", f"{size} bytes > max_bytes={p.max_bytes}", where=name, meta=meta)
         else:
-            out = self.watchdog().run({"path": path, "backend": p.backend, "min_chars": p.min_chars,
-                                       "layout": p.layout, "ocr": p.ocr, "ocr_dpi": p.ocr_dpi})
+            out = self.watchdog().run(self.item_for(path))
             with buf.guard(name, "extract_error", meta=meta):
                 result = out.value if out.ok else {"reject": out.reason, "detail": out.detail}
                 meta.update(result.get("meta", {}))
                 if "reject" in result:
                     buf.reject(result["reject"], result["detail"], where=name, meta=meta)
                 else:
-                    meta["title"] = os.path.splitext(os.path.basename(path))[0]
+                    meta["title"] = result.get("title") or os.path.splitext(os.path.basename(path))[0]
                     buf.add(result["text"], content_type=p.content_type, meta=meta)
         yield buf.take()
+
+
+# ---- ePub --------------------------------------------------------------------------------------
+
+class EpubParams(Params):
+    paths: list[str] = Field(description="Globs or directories of .epub files.")
+    min_chars: int = Field(50, ge=0, description="Fewer extracted characters than this: reject (no_text).")
+    max_bytes: int = Field(200_000_000, gt=0, description="Reject files larger than this (too_large).")
+    timeout_s: float = Field(120.0, gt=0, description="CPU-time limit per book (timeout).")
+    wall_s: float = Field(1800.0, gt=0, description="Wall-clock last resort per book: past it the task fails for a rerun.")
+    memory_mb: int = Field(4096, gt=0, description="Address-space cap of the extraction child process.")
+    isolate: bool = Field(True, description="Run each book in a recycled child process so timeout_s holds.")
+    source: str | None = Field(None, description="Value of the `source` column (default: epub).")
+    content_type: ContentType = Field("book", description="Value of the `content_type` column.")
+
+
+@register("extract.epub")
+class ExtractEpub(ExtractPdf):
+    """ePub files → one document per book (chapters in spine order, through the HTML writer), or a reject.
+
+    Example: assay extract epub 'books/*.epub' runs/x/books --source books
+    """
+
+    Params = EpubParams
+    suffix = ".epub"
+    version = "1"
+    code_modules = ("assay.extractors.epub", "assay.extractors.html", "assay.extractors.markdown", "assay.extractors.native")
+
+    @staticmethod
+    def extract(item: dict[str, Any]) -> dict[str, Any]:
+        from .epub import extract_epub
+
+        return extract_epub(item)
+
+    def item_for(self, path: str) -> dict[str, Any]:
+        return {"path": path, "min_chars": self.params.min_chars}
+
+    def preload(self) -> None:
+        from . import epub, html  # noqa: F401  (imported before the watchdog forks, as for PDFs)
