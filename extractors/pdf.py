@@ -80,8 +80,9 @@ def _pymupdf_spans(page) -> list[Word]:
     spans = []
     for b, block in enumerate(page.get_text("dict")["blocks"]):
         for l, line in enumerate(block.get("lines", ())):
-            if line["dir"][0] < 0.5:  # rotated/vertical text: one unit, no layout
-                pass
+            x0, y0, x1, y1 = line["bbox"]
+            if abs(line["dir"][0]) < 0.5 and (x1 < 0.12 * page.rect.width or x0 > 0.88 * page.rect.width):
+                continue  # vertical text in a side margin: a download stamp, an arXiv id, a line number
             for s in line["spans"]:
                 if s["text"].strip():
                     x0, y0, x1, y1 = s["bbox"]

@@ -53,6 +53,11 @@ class Line:
         return self.y1 - self.y0
 
     @property
+    def size(self) -> float:
+        """Typical glyph height: the median span height (a merged row's box is taller than its text)."""
+        return statistics.median(w.y1 - w.y0 for w in self.words)
+
+    @property
     def text(self) -> str:
         """Spans joined; a space only where the layer has none and the glyphs stand apart."""
         out = ""
@@ -247,7 +252,34 @@ def lines_from_words(words: list[Word]) -> list[Line]:
     by_key: dict[tuple, list[Word]] = {}
     for w in words:
         by_key.setdefault(w.key, []).append(w)
-    return [Line(ws) for ws in by_key.values()]
+    return _merge_fragments([Line(ws) for ws in by_key.values()])
+
+
+def _centre(line: Line) -> float:
+    return statistics.median((w.y0 + w.y1) / 2 for w in line.words)
+
+
+def _merge_fragments(lines: list[Line]) -> list[Line]:
+    """Pieces of one printed line that the text layer keeps apart (OCR'd scans put words on jittered
+    baselines): same block, overlapping vertically by half, a gap under three glyph heights."""
+    out: list[Line] = []
+    for line in sorted(lines, key=lambda l: (l.words[0].key[:1], l.y0, l.x0)):
+        for k in range(len(out) - 1, max(-1, len(out) - 9), -1):
+            prev = out[k]
+            if prev.words[0].key[:1] != line.words[0].key[:1]:
+                break
+            # centres, not boxes: a merged row must not grow until it swallows the next row
+            off = abs(_centre(prev) - _centre(line))
+            gap = max(line.x0 - prev.x1, prev.x0 - line.x1)
+            if off < 0.4 * min(prev.size, line.size) and gap < 3 * max(prev.size, line.size):
+                words = prev.words + line.words
+                rtl = is_rtl("".join(w.text for w in words))
+                out[k] = Line(sorted(words, key=lambda w: -w.x1 if rtl else w.x0))
+                line = None
+                break
+        if line is not None:
+            out.append(line)
+    return out
 
 
 def _regroup(atoms: list[Block], body_h: float) -> list[Block]:
@@ -275,31 +307,44 @@ def layout_page(words: list[Word], width: float, height: float, margin: float = 
     if not words:
         return []
     lines = lines_from_words(words)
-    body_h = statistics.median(l.height for l in lines)
+    body_h = statistics.median(l.size for l in lines)
     # running heads, folios and footers: short lines in the margin bands, not larger than the body
-    kept = []
+    kept, dropped = [], []
     content_top = min(l.y0 for l in lines)
     content_bottom = max(l.y1 for l in lines)
     for l in lines:
         in_band = l.y1 < height * margin or l.y0 > height * (1 - margin)
         txt = l.text
         edge = l.y0 <= content_top + 1 or l.y1 >= content_bottom - 1
-        if (in_band or (edge and _PAGE_NUM.match(txt))) and len(txt) < 90 and l.height <= 1.15 * body_h \
-                and len(lines) > 3:
+        # a running title in capitals may be set large; any other margin line only when small
+        wide_band = l.y1 < height * 0.12 or l.y0 > height * 0.88
+        caps = (txt.isupper() or _PAGE_NUM.match(txt)) and len(txt) < 40
+        if ((in_band or (edge and _PAGE_NUM.match(txt))) and len(txt) < 90 and l.size <= 1.15 * body_h
+                or wide_band and caps) and len(lines) > 3:
+            dropped.append(l)
             continue
         kept.append(l)
+    # what shares a dropped head's row is part of it ("BRITISH HUSBANDRY. [Ch. XIX. 400")
+    rows_out = [(d.y0, d.y1) for d in dropped]
+    kept = [l for l in kept if not (len(l.text) < 40 and any(a <= _centre(l) <= b for a, b in rows_out))]
     tables, rest = find_tables(kept)
     # lines are the atoms of the cut: a text-layer block may hold lines of two columns
     atoms = [Block([l]) for l in rest] + tables
     rtl = is_rtl(" ".join(l.text for l in rest[:200]))
     ordered = _regroup(_xy_cut(atoms, rtl, min_gutter=max(6.0, 0.6 * body_h)), body_h)
     out: list[list[str]] = []
+    cap = ""
     for b in ordered:
         if b.kind == "table":
             out.append(b.rendered)
             continue
         texts = [l.text for l in b.lines]
-        big = statistics.median(l.height for l in b.lines) >= 1.3 * body_h
+        if len(texts) == 1 and len(texts[0]) == 1 and texts[0].isupper():  # a drop cap starts the next block
+            cap = texts[0]
+            continue
+        if cap:
+            texts[0], cap = cap + texts[0], ""
+        big = statistics.median(l.size for l in b.lines) >= 1.3 * body_h
         if big and len(b.lines) <= 3 and sum(map(len, texts)) < 150:
             out.append(["# " + " ".join(texts)])
         else:
