@@ -77,16 +77,19 @@ def _pymupdf_pages(path: str, layout: bool = False) -> tuple[list[Page], int, li
 def _pymupdf_spans(page) -> list[Word]:
     """Text spans with boxes, keyed by (block, line): MuPDF's spans keep the logical order and
     shaping of right-to-left and CJK text that its word split loses."""
+    lines = [(b, l, line) for b, block in enumerate(page.get_text("dict")["blocks"])
+             for l, line in enumerate(block.get("lines", ()))]
+    vertical = sum(abs(line["dir"][0]) < 0.5 for *_, line in lines)
+    width = page.rect.width
     spans = []
-    for b, block in enumerate(page.get_text("dict")["blocks"]):
-        for l, line in enumerate(block.get("lines", ())):
-            x0, y0, x1, y1 = line["bbox"]
-            if abs(line["dir"][0]) < 0.5 and (x1 < 0.12 * page.rect.width or x0 > 0.88 * page.rect.width):
-                continue  # vertical text in a side margin: a download stamp, an arXiv id, a line number
-            for s in line["spans"]:
-                if s["text"].strip():
-                    x0, y0, x1, y1 = s["bbox"]
-                    spans.append(Word(x0, y0, x1, y1, s["text"], (b, l)))
+    for b, l, line in lines:
+        x0, y0, x1, y1 = line["bbox"]
+        if abs(line["dir"][0]) < 0.5 and vertical < 0.2 * len(lines) and (x1 < 0.12 * width or x0 > 0.88 * width):
+            continue  # vertical text in a side margin of a horizontal page: a download stamp, an arXiv id
+        for s in line["spans"]:
+            if s["text"].strip():
+                x0, y0, x1, y1 = s["bbox"]
+                spans.append(Word(x0, y0, x1, y1, s["text"], (b, l)))
     return spans
 
 

@@ -289,8 +289,12 @@ def _regroup(atoms: list[Block], body_h: float) -> list[Block]:
     for a in atoms:
         if a.kind == "text" and out and out[-1].kind == "text":
             prev, line = out[-1].lines[-1], a.lines[0]
-            if prev.words[0].key[:1] == line.words[0].key[:1] and -0.5 * body_h <= line.y0 - prev.y1 <= 1.0 * body_h \
-                    and min(prev.x1, line.x1) - max(prev.x0, line.x0) > 0:
+            gap = line.y0 - prev.y1
+            overlap = min(prev.x1, line.x1) - max(prev.x0, line.x0)
+            same_block = prev.words[0].key[:1] == line.words[0].key[:1]
+            # lines of one paragraph that the layer put in separate blocks: close, same size, aligned
+            alike = abs(prev.size - line.size) <= 0.15 * body_h and overlap >= 0.6 * min(prev.x1 - prev.x0, line.x1 - line.x0)
+            if -0.5 * body_h <= gap <= (1.0 if same_block else 0.7) * body_h and overlap > 0 and (same_block or alike):
                 out[-1].lines.append(line)
                 continue
         out.append(Block(list(a.lines), a.kind, a.rendered))
@@ -302,6 +306,43 @@ def is_rtl(text: str) -> bool:
     return bool(letters) and sum(bool(_RTL.match(c)) for c in letters) > 0.5 * len(letters)
 
 
+def _isolated(line: Line, lines: list[Line], body_h: float, top: bool) -> bool:
+    """Nothing else within a line's height below (a head) or above (a footer): a table row or the
+    first line of the body that merely starts high on the page is not a running head."""
+    c = _centre(line)
+    others = [m for m in lines if abs(_centre(m) - c) > 0.5 * line.size]
+    if top:
+        gaps = [m.y0 - line.y1 for m in others if m.y0 >= line.y1 - 0.3 * body_h]
+    else:
+        gaps = [line.y0 - m.y1 for m in others if m.y1 <= line.y0 + 0.3 * body_h]
+    return not gaps or min(gaps) >= 0.35 * body_h
+
+
+def _drop_margins(lines: list[Line], height: float, body_h: float, margin: float) -> list[Line]:
+    """Running heads, folios and footers: short lines alone in the margin bands. A running title in
+    capitals may be set large; any other margin line only when not larger than the body."""
+    if len(lines) <= 3:
+        return lines
+    content_top = min(l.y0 for l in lines)
+    content_bottom = max(l.y1 for l in lines)
+    kept, dropped = [], []
+    for l in lines:
+        txt = l.text
+        top = l.y1 < height * 0.5
+        in_band = l.y1 < height * margin or l.y0 > height * (1 - margin)
+        edge = l.y0 <= content_top + 1 or l.y1 >= content_bottom - 1
+        wide_band = l.y1 < height * 0.12 or l.y0 > height * 0.88
+        caps = (txt.isupper() or _PAGE_NUM.match(txt)) and len(txt) < 40
+        if ((in_band or (edge and _PAGE_NUM.match(txt))) and len(txt) < 90 and l.size <= 1.15 * body_h
+                or wide_band and caps) and _isolated(l, lines, body_h, top):
+            dropped.append(l)
+        else:
+            kept.append(l)
+    # what shares a dropped head's row is part of it ("BRITISH HUSBANDRY. [Ch. XIX. 400")
+    rows_out = [(d.y0, d.y1) for d in dropped]
+    return [l for l in kept if not (len(l.text) < 40 and any(a <= _centre(l) <= b for a, b in rows_out))]
+
+
 def layout_page(words: list[Word], width: float, height: float, margin: float = 0.075) -> list[list[str]]:
     """Word boxes of one page → blocks of lines in reading order (a table block is Markdown rows)."""
     if not words:
@@ -309,24 +350,7 @@ def layout_page(words: list[Word], width: float, height: float, margin: float = 
     lines = lines_from_words(words)
     body_h = statistics.median(l.size for l in lines)
     # running heads, folios and footers: short lines in the margin bands, not larger than the body
-    kept, dropped = [], []
-    content_top = min(l.y0 for l in lines)
-    content_bottom = max(l.y1 for l in lines)
-    for l in lines:
-        in_band = l.y1 < height * margin or l.y0 > height * (1 - margin)
-        txt = l.text
-        edge = l.y0 <= content_top + 1 or l.y1 >= content_bottom - 1
-        # a running title in capitals may be set large; any other margin line only when small
-        wide_band = l.y1 < height * 0.12 or l.y0 > height * 0.88
-        caps = (txt.isupper() or _PAGE_NUM.match(txt)) and len(txt) < 40
-        if ((in_band or (edge and _PAGE_NUM.match(txt))) and len(txt) < 90 and l.size <= 1.15 * body_h
-                or wide_band and caps) and len(lines) > 3:
-            dropped.append(l)
-            continue
-        kept.append(l)
-    # what shares a dropped head's row is part of it ("BRITISH HUSBANDRY. [Ch. XIX. 400")
-    rows_out = [(d.y0, d.y1) for d in dropped]
-    kept = [l for l in kept if not (len(l.text) < 40 and any(a <= _centre(l) <= b for a, b in rows_out))]
+    kept = _drop_margins(lines, height, body_h, margin)
     tables, rest = find_tables(kept)
     # lines are the atoms of the cut: a text-layer block may hold lines of two columns
     atoms = [Block([l]) for l in rest] + tables
