@@ -327,6 +327,12 @@ def _mean(xs):
     return round(statistics.fmean(xs), 4) if xs else None
 
 
+def _rate(recs) -> float | None:
+    pages = sum(r.get("ocr_pages", 0) for r in recs)
+    cpu = sum(r.get("ocr_cpu_s", 0.0) for r in recs)
+    return round(pages / cpu, 4) if cpu else None
+
+
 def evaluate(split: str) -> dict:
     docs = manifest()
     where = split_of(docs)
@@ -356,6 +362,7 @@ def evaluate(split: str) -> dict:
             meta = raw.get("meta", {})
             if "ocr_pages" in meta:
                 rec["ocr_pages"] = meta["ocr_pages"]
+                rec["ocr_cpu_s"] = meta.get("ocr_cpu_s", 0.0)
                 route.append((needs_ocr, meta["ocr_pages"] > 0))
             ref, complete = reference_text(d["name"])
             if ref is not None:
@@ -388,6 +395,7 @@ def evaluate(split: str) -> dict:
             "icdar_cell_pairs": _mean(r.get("cell_pairs") for n, r in per_doc.items() if n.startswith("icdar-")),
             "olmocr_tests": {t: {"n": len(v), "pass_rate": round(sum(v) / len(v), 4)} for t, v in sorted(tests_by_type.items())},
             "text_layer_pages_per_cpu_s": round(pages_text / cpu_text, 2) if cpu_text else None,
+            "ocr_pages_per_cpu_s": _rate(per_doc.values()),
             "rejects": dict(Counter(r["reject"] for r in per_doc.values() if r.get("reject"))),
         }
         if route:

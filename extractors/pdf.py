@@ -74,6 +74,9 @@ def _pymupdf_pages(path: str, layout: bool = False) -> tuple[list[Page], int, li
     return pages, image_pages, covers
 
 
+_LEADER = re.compile(r"(?:\s?[.·…]){4,}\s*")
+
+
 def _pymupdf_spans(page) -> list[Word]:
     """Text spans with boxes, keyed by (block, line): MuPDF's spans keep the logical order and
     shaping of right-to-left and CJK text that its word split loses."""
@@ -87,9 +90,10 @@ def _pymupdf_spans(page) -> list[Word]:
         if abs(line["dir"][0]) < 0.5 and vertical < 0.2 * len(lines) and (x1 < 0.12 * width or x0 > 0.88 * width):
             continue  # vertical text in a side margin of a horizontal page: a download stamp, an arXiv id
         for s in line["spans"]:
-            if s["text"].strip():
+            text = _LEADER.sub(" ", s["text"])  # dot leaders of tables and contents join a label to its value
+            if text.strip():
                 x0, y0, x1, y1 = s["bbox"]
-                spans.append(Word(x0, y0, x1, y1, s["text"], (b, l)))
+                spans.append(Word(x0, y0, x1, y1, text, (b, l)))
     return spans
 
 
