@@ -362,7 +362,7 @@ def evaluate(split: str) -> dict:
             meta = raw.get("meta", {})
             if "ocr_pages" in meta:
                 rec["ocr_pages"] = meta["ocr_pages"]
-                rec["ocr_cpu_s"] = meta.get("ocr_cpu_s", 0.0)
+                rec["ocr_cpu_s"] = round(dt, 4) if meta["ocr_pages"] else 0.0  # the whole document's CPU
                 route.append((needs_ocr, meta["ocr_pages"] > 0))
             ref, complete = reference_text(d["name"])
             if ref is not None:

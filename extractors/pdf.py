@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections import Counter
 from typing import Any, Iterator, Literal
 
@@ -277,18 +276,15 @@ def extract_pdf(item: dict[str, Any]) -> dict[str, Any]:
         return {"reject": "empty_pdf", "detail": "no pages"}
     use_ocr = item.get("ocr", "auto") != "off" and ocr.ENGINE is not None
     routes = [ocr.route_page(" ".join(l for b in page for l in b), cover) for page, cover in zip(pages, covers)]
-    ocr_cpu = 0.0
     if use_ocr:
         for i, route in enumerate(routes):
             if route == ocr.OCR:
-                t0 = time.process_time()
                 words, width, height = ocr.ocr_page(path, i, item.get("ocr_dpi", 150))
                 pages[i] = layout_page(words, width, height)
-                ocr_cpu += time.process_time() - t0
     text, dropped = clean_pages(pages, 1 if layout and backend == "pymupdf" else 2)
     meta = {"pdf_backend": backend, "pages": len(pages), "image_pages": image_pages, "dropped_lines": dropped,
             "text_pages": routes.count(ocr.TEXT), "ocr_pages": routes.count(ocr.OCR) if use_ocr else 0,
-            "empty_pages": routes.count(ocr.EMPTY), "ocr_cpu_s": round(ocr_cpu, 3),
+            "empty_pages": routes.count(ocr.EMPTY),  # the routes price a corpus; no timings (rows stay reproducible)
             "ocr_engine": ocr.ENGINE if use_ocr and ocr.OCR in routes else None}
     if len(text.strip()) < item.get("min_chars", 50):
         if use_ocr and ocr.OCR in routes:
