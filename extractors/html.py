@@ -450,7 +450,7 @@ def _attached(el) -> bool:
 
 def extract_html(item: dict[str, Any]) -> dict[str, Any]:
     """One document: {'html': str|bytes, 'charset': str|None, 'mode' (native, precise or fast; default
-    native), 'include_comments'} →
+    native; whole: the whole body, no selection), 'include_comments'} →
     {'text', 'title', 'meta'}; text '' when nothing was found. An optional 'math_passes' (from
     `math.math_passes` on the decoded page) spares the scan: a reader computes it while its
     extraction child is busy with the page before."""
@@ -465,7 +465,12 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
     tree, n_math, code_blocks, title, posts = _prepare(html, item.get("math_passes"), utf8, mode == "native")
     if tree is None:
         return {"text": "", "title": None, "meta": {"charset": charset}}
-    if mode == "fast":
+    if mode == "whole":  # a book chapter (extract.epub): all of the body is content, no selection
+        from .markdown import html_to_markdown
+        from .native import select
+
+        text, stats = html_to_markdown(select(tree, keep_all=True), code_blocks)
+    elif mode == "fast":
         text, stats = _fast(tree, code_blocks, item.get("include_comments", True), posts)
     elif mode == "native":
         text, stats = _native(tree, code_blocks, item.get("include_comments", True), posts, title,

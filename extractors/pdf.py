@@ -23,7 +23,9 @@ from pydantic import Field
 
 from ..pipeline.readers import ContentType, DocBuffer, FileReader
 from ..pipeline.stage import Params, register
+from . import pdf_ocr as ocr
 from .limits import Watchdog
+from .pdf_layout import Word, layout_page
 
 Page = list[list[str]]  # blocks of lines
 
@@ -36,7 +38,20 @@ class PdfReject(Exception):
 
 # ---- backends ----------------------------------------------------------------------------------
 
-def _pymupdf_pages(path: str) -> tuple[list[Page], int]:
+def _cover(boxes: list, width: float, height: float) -> float:
+    """Share of the page under image boxes (x0, y0, x1, y1), overlaps counted once on a coarse grid."""
+    if not boxes or width <= 0 or height <= 0:
+        return 0.0
+    n = 32
+    cells = set()
+    for x0, y0, x1, y1 in boxes:
+        for i in range(max(0, int(x0 / width * n)), min(n, int(x1 / width * n + 0.999))):
+            for j in range(max(0, int(y0 / height * n)), min(n, int(y1 / height * n + 0.999))):
+                cells.add((i, j))
+    return len(cells) / (n * n)
+
+
+def _pymupdf_pages(path: str, layout: bool = False) -> tuple[list[Page], int, list[float]]:
     import pymupdf
 
     try:
@@ -45,16 +60,43 @@ def _pymupdf_pages(path: str) -> tuple[list[Page], int]:
         raise PdfReject("corrupt_pdf", f"pymupdf: {exc}") from exc
     if doc.needs_pass:
         raise PdfReject("encrypted_pdf", "password required")
-    pages, image_pages = [], 0
+    pages, image_pages, covers = [], 0, []
     for page in doc:
+        covers.append(_cover([info["bbox"] for info in page.get_image_info()], page.rect.width, page.rect.height))
         blocks = page.get_text("blocks")  # content-stream order: the author's reading order
         if any(b[6] == 1 for b in blocks) or page.get_images():
             image_pages += 1
-        pages.append([b[4].split("\n") for b in blocks if b[6] == 0 and b[4].strip()])
-    return pages, image_pages
+        if layout:
+            pages.append(layout_page(_pymupdf_spans(page), page.rect.width, page.rect.height))
+        else:
+            pages.append([b[4].split("\n") for b in blocks if b[6] == 0 and b[4].strip()])
+    return pages, image_pages, covers
 
 
-def _pdfium_pages(path: str) -> tuple[list[Page], int]:
+_LEADER = re.compile(r"(?:\s?[.·…]){4,}\s*")
+
+
+def _pymupdf_spans(page) -> list[Word]:
+    """Text spans with boxes, keyed by (block, line): MuPDF's spans keep the logical order and
+    shaping of right-to-left and CJK text that its word split loses."""
+    lines = [(b, l, line) for b, block in enumerate(page.get_text("dict")["blocks"])
+             for l, line in enumerate(block.get("lines", ()))]
+    vertical = sum(abs(line["dir"][0]) < 0.5 for *_, line in lines)
+    width = page.rect.width
+    spans = []
+    for b, l, line in lines:
+        x0, y0, x1, y1 = line["bbox"]
+        if abs(line["dir"][0]) < 0.5 and vertical < 0.2 * len(lines) and (x1 < 0.12 * width or x0 > 0.88 * width):
+            continue  # vertical text in a side margin of a horizontal page: a download stamp, an arXiv id
+        for s in line["spans"]:
+            text = _LEADER.sub(" ", s["text"])  # dot leaders of tables and contents join a label to its value
+            if text.strip():
+                x0, y0, x1, y1 = s["bbox"]
+                spans.append(Word(x0, y0, x1, y1, text, (b, l)))
+    return spans
+
+
+def _pdfium_pages(path: str) -> tuple[list[Page], int, list[float]]:
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
 
@@ -63,32 +105,40 @@ def _pdfium_pages(path: str) -> tuple[list[Page], int]:
     except pdfium.PdfiumError as exc:
         reason = "encrypted_pdf" if "password" in str(exc).lower() else "corrupt_pdf"
         raise PdfReject(reason, f"pdfium: {exc}") from exc
-    pages, image_pages = [], 0
+    pages, image_pages, covers = [], 0, []
     for i in range(len(doc)):
         page = doc[i]
         text = page.get_textpage().get_text_range()
-        if any(obj.type == raw.FPDF_PAGEOBJ_IMAGE for obj in page.get_objects()):
-            image_pages += 1
+        width, height = page.get_size()
+        boxes = []
+        for obj in page.get_objects():
+            if obj.type == raw.FPDF_PAGEOBJ_IMAGE:
+                left, bottom, right, top = obj.get_bounds()
+                boxes.append((left, height - top, right, height - bottom))
+        image_pages += bool(boxes)
+        covers.append(_cover(boxes, width, height))
         pages.append(_split_blocks(text.replace("\r\n", "\n").replace("\r", "\n")))
-    return pages, image_pages
+    return pages, image_pages, covers
 
 
-def _pypdf_pages(path: str) -> tuple[list[Page], int]:
+def _pypdf_pages(path: str) -> tuple[list[Page], int, list[float]]:
     import pypdf
 
     try:
         reader = pypdf.PdfReader(path)
         if reader.is_encrypted and not reader.decrypt(""):
             raise PdfReject("encrypted_pdf", "password required")
-        pages, image_pages = [], 0
+        pages, image_pages, covers = [], 0, []
         for page in reader.pages:
+            has_images = False
             try:
-                if page.images:
-                    image_pages += 1
+                has_images = bool(page.images)
             except Exception:  # image decoding needs optional libs; counting is best effort
                 pass
+            image_pages += has_images
+            covers.append(1.0 if has_images else 0.0)  # pypdf gives no image positions: any image may cover
             pages.append(_split_blocks(page.extract_text() or ""))
-        return pages, image_pages
+        return pages, image_pages, covers
     except PdfReject:
         raise
     except Exception as exc:
@@ -194,12 +244,17 @@ def _reflow(lines: list[str]) -> list[str]:
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st", "\u00ad": "", "\ufffe": "", "\x02": ""})
 
 
-def clean_pages(pages: list[Page]) -> tuple[str, int]:
+def clean_pages(pages: list[Page], edge: int = 2) -> tuple[str, int]:
+    """edge: lines at each end of a page checked for repetition across pages (the layout path has
+    dropped margin lines by position already, so 1 there)."""
     pages = [[[line.translate(_LIGATURES) for line in block] for block in page] for page in pages]
-    pages, dropped = _strip_running(pages)
+    pages, dropped = _strip_running(pages, edge)
     parts = []
     for page in pages:
         for block in page:
+            if block and all(line.startswith("|") for line in block):  # a Markdown table: rows as they are
+                parts.append("\n".join(block))
+                continue
             paras = _reflow(block)
             if paras:
                 parts.append("\n".join(paras) if all(is_mathish(p) for p in paras[1:]) and len(paras) > 1 and is_mathish(paras[-1]) else "\n\n".join(paras))
@@ -207,22 +262,36 @@ def clean_pages(pages: list[Page]) -> tuple[str, int]:
 
 
 def extract_pdf(item: dict[str, Any]) -> dict[str, Any]:
-    """{'path', 'backend', 'min_chars'} → {'text', 'meta'} or {'reject': reason, 'detail': ...}."""
+    """{'path', 'backend', 'min_chars', 'layout', 'ocr', 'ocr_dpi'} → {'text', 'meta'} or
+    {'reject': reason, 'detail': ...}. Each page is routed: its text layer, OCR, or empty."""
     path, backend = item["path"], resolve_backend(item.get("backend", "auto"))
     if os.path.getsize(path) == 0:
         return {"reject": "empty_pdf", "detail": "0 bytes"}
     try:
-        pages, image_pages = BACKENDS[backend](path)
+        layout = item.get("layout", True)
+        pages, image_pages, covers = (BACKENDS[backend](path, layout) if backend == "pymupdf" else BACKENDS[backend](path))
     except PdfReject as rej:
         return {"reject": rej.reason, "detail": rej.detail}
     if not pages:
         return {"reject": "empty_pdf", "detail": "no pages"}
-    text, dropped = clean_pages(pages)
-    meta = {"pdf_backend": backend, "pages": len(pages), "image_pages": image_pages, "dropped_lines": dropped}
+    use_ocr = item.get("ocr", "auto") != "off" and ocr.ENGINE is not None
+    routes = [ocr.route_page(" ".join(l for b in page for l in b), cover) for page, cover in zip(pages, covers)]
+    if use_ocr:
+        for i, route in enumerate(routes):
+            if route == ocr.OCR:
+                words, width, height = ocr.ocr_page(path, i, item.get("ocr_dpi", 150))
+                pages[i] = layout_page(words, width, height)
+    text, dropped = clean_pages(pages, 1 if layout and backend == "pymupdf" else 2)
+    meta = {"pdf_backend": backend, "pages": len(pages), "image_pages": image_pages, "dropped_lines": dropped,
+            "text_pages": routes.count(ocr.TEXT), "ocr_pages": routes.count(ocr.OCR) if use_ocr else 0,
+            "empty_pages": routes.count(ocr.EMPTY),  # the routes price a corpus; no timings (rows stay reproducible)
+            "ocr_engine": ocr.ENGINE if use_ocr and ocr.OCR in routes else None}
     if len(text.strip()) < item.get("min_chars", 50):
+        if use_ocr and ocr.OCR in routes:
+            return {"reject": "no_text", "detail": f"{len(text.strip())} chars after OCR of {meta['ocr_pages']} pages", "meta": meta}
         reason = "image_only_pdf" if image_pages else "no_text"
         return {"reject": reason, "detail": f"{len(text.strip())} chars of text on {len(pages)} pages "
-                f"({image_pages} with images; needs OCR)" if image_pages else "no extractable text", "meta": meta}
+                f"({image_pages} with images; needs OCR: install assay[ocr])" if image_pages else "no extractable text", "meta": meta}
     return {"text": text, "meta": meta}
 
 
@@ -234,8 +303,15 @@ class PdfParams(Params):
         "auto", description="pymupdf (AGPL-3.0, fastest, designed default), pdfium (pypdfium2, Apache-2.0/BSD) or "
         "pypdf (BSD, pure Python). auto: pymupdf if installed, else pdfium.")
     min_chars: int = Field(50, ge=0, description="Fewer extracted characters than this: reject (image_only_pdf / no_text).")
+    layout: bool = Field(True, description="pymupdf backend: reading order by columns, tables as Markdown, margin "
+                         "heads/footers dropped (pdf_layout.py). false: text blocks in content-stream order.")
+    ocr: Literal["auto", "off"] = Field("auto", description="auto: pages without a usable text layer but under an image "
+                                        "are OCR'd when an engine is installed (assay[ocr]: rapidocr); off: never "
+                                        "(such PDFs are rejected as image_only_pdf).")
+    ocr_dpi: int = Field(150, ge=50, le=600, description="Resolution at which a page is rendered for OCR.")
     max_bytes: int = Field(200_000_000, gt=0, description="Reject files larger than this (too_large).")
-    timeout_s: float = Field(60.0, gt=0, description="CPU-time limit per PDF (timeout); see extract.html's timeout_s.")
+    timeout_s: float = Field(300.0, gt=0, description="CPU-time limit per PDF (timeout); see extract.html's timeout_s. "
+                             "OCR takes seconds of CPU per page.")
     wall_s: float = Field(1800.0, gt=0, description="Wall-clock last resort per PDF: past it the task fails for a rerun.")
     memory_mb: int = Field(4096, gt=0, description="Address-space cap of the extraction child process.")
     isolate: bool = Field(True, description="Run each PDF in a recycled child process so timeout_s holds.")
@@ -251,23 +327,38 @@ class ExtractPdf(FileReader):
     """
 
     Params = PdfParams
+    suffix = ".pdf"
     files_per_task = 16
-    version = "1"
+    # 2: layout path, per-page routing and OCR; the OCR engine (and its bundled models) is part of it
+    version = f"2+{ocr.ENGINE or 'no-ocr'}"
+    code_modules = ("assay.extractors.pdf_layout", "assay.extractors.pdf_ocr")
     _watchdog: Watchdog | None = None
 
     def input_files(self) -> list[str]:
-        return [f for f in super().input_files() if f.lower().endswith(".pdf")]
+        return [f for f in super().input_files() if f.lower().endswith(self.suffix)]
 
     def source_for(self, path: str) -> str:
-        return self.params.source or "pdf"
+        return self.params.source or self.suffix[1:]
 
-    def setup(self) -> None:
+    @staticmethod
+    def extract(item: dict[str, Any]) -> dict[str, Any]:
+        return extract_pdf(item)
+
+    def item_for(self, path: str) -> dict[str, Any]:
+        p = self.params
+        return {"path": path, "backend": p.backend, "min_chars": p.min_chars, "layout": p.layout, "ocr": p.ocr,
+                "ocr_dpi": p.ocr_dpi}
+
+    def preload(self) -> None:
         # Import the backend here, before the watchdog forks: a child that imported it itself would
         # spend part of its first document's timeout_s on the import, and every restarted child again.
         import importlib
 
         backend = resolve_backend(self.params.backend)
         importlib.import_module({"pymupdf": "pymupdf", "pdfium": "pypdfium2", "pypdf": "pypdf"}[backend])
+
+    def setup(self) -> None:
+        self.preload()
         self.watchdog()
 
     def watchdog(self) -> Watchdog:
@@ -277,7 +368,7 @@ class ExtractPdf(FileReader):
 
             p = self.params
             isolate = p.isolate and not mp.current_process().daemon
-            self._watchdog = Watchdog(extract_pdf, p.timeout_s, p.memory_mb, isolate, p.wall_s)
+            self._watchdog = Watchdog(type(self).extract, p.timeout_s, p.memory_mb, isolate, p.wall_s)
         return self._watchdog
 
     def __del__(self) -> None:
@@ -293,13 +384,52 @@ class ExtractPdf(FileReader):
         if size > p.max_bytes:
             buf.reject("too_large", f"{size} bytes > max_bytes={p.max_bytes}", where=name, meta=meta)
         else:
-            out = self.watchdog().run({"path": path, "backend": p.backend, "min_chars": p.min_chars})
+            out = self.watchdog().run(self.item_for(path))
             with buf.guard(name, "extract_error", meta=meta):
                 result = out.value if out.ok else {"reject": out.reason, "detail": out.detail}
                 meta.update(result.get("meta", {}))
                 if "reject" in result:
                     buf.reject(result["reject"], result["detail"], where=name, meta=meta)
                 else:
-                    meta["title"] = os.path.splitext(os.path.basename(path))[0]
+                    meta["title"] = result.get("title") or os.path.splitext(os.path.basename(path))[0]
                     buf.add(result["text"], content_type=p.content_type, meta=meta)
         yield buf.take()
+
+
+# ---- ePub --------------------------------------------------------------------------------------
+
+class EpubParams(Params):
+    paths: list[str] = Field(description="Globs or directories of .epub files.")
+    min_chars: int = Field(50, ge=0, description="Fewer extracted characters than this: reject (no_text).")
+    max_bytes: int = Field(200_000_000, gt=0, description="Reject files larger than this (too_large).")
+    timeout_s: float = Field(120.0, gt=0, description="CPU-time limit per book (timeout).")
+    wall_s: float = Field(1800.0, gt=0, description="Wall-clock last resort per book: past it the task fails for a rerun.")
+    memory_mb: int = Field(4096, gt=0, description="Address-space cap of the extraction child process.")
+    isolate: bool = Field(True, description="Run each book in a recycled child process so timeout_s holds.")
+    source: str | None = Field(None, description="Value of the `source` column (default: epub).")
+    content_type: ContentType = Field("book", description="Value of the `content_type` column.")
+
+
+@register("extract.epub")
+class ExtractEpub(ExtractPdf):
+    """ePub files → one document per book (chapters in spine order, through the HTML writer), or a reject.
+
+    Example: assay extract epub 'books/*.epub' runs/x/books --source books
+    """
+
+    Params = EpubParams
+    suffix = ".epub"
+    version = "1"
+    code_modules = ("assay.extractors.epub", "assay.extractors.html", "assay.extractors.markdown", "assay.extractors.native")
+
+    @staticmethod
+    def extract(item: dict[str, Any]) -> dict[str, Any]:
+        from .epub import extract_epub
+
+        return extract_epub(item)
+
+    def item_for(self, path: str) -> dict[str, Any]:
+        return {"path": path, "min_chars": self.params.min_chars}
+
+    def preload(self) -> None:
+        from . import epub, html  # noqa: F401  (imported before the watchdog forks, as for PDFs)

@@ -230,6 +230,11 @@ def build_store(ws: Workspace) -> None:
         ws.add(f"crawl/{warc.name}", warc)
     for pdf in sorted((sample / "pdf").glob("*.pdf"))[:2]:
         ws.add(f"papers/{pdf.name}", pdf)
+    from epubs import sample_book
+
+    (ws.store / "books").mkdir(exist_ok=True)
+    sample_book(ws.store / "books" / "harbour.epub")
+    ws.entries.append("books")
     ws.add("repo", sample / "code")
     texts = [r["text"] for r in Dataset(demo / "tiers").read().slice(0, 60).to_pylist()]
     _jsonl_gz(ws.store / "data" / "part-0.jsonl.gz", [{"content": t, "url": f"https://example.org/{i}"} for i, t in enumerate(texts)])

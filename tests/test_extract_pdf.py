@@ -24,7 +24,7 @@ def test_sample_pdfs_give_text_or_reason(backend):
     paths = sorted(DATA.glob("*.pdf"))
     assert len(paths) >= 7, f"sample PDFs missing from {DATA}"
     for path in paths:
-        out = extract_pdf({"path": str(path), "backend": backend})
+        out = extract_pdf({"path": str(path), "backend": backend, "ocr": "off"})  # OCR: tests/test_pdf_ocr.py
         want = EXPECTED_REJECTS.get(path.name)
         if want:
             assert out.get("reject") == want, (path.name, out)
@@ -88,7 +88,7 @@ def test_cleaning_rules():
 
 
 def test_pdf_stage_ledger(tmp_path):
-    stage = ExtractPdf({"paths": [str(DATA / "*.pdf")], "backend": "pdfium"})
+    stage = ExtractPdf({"paths": [str(DATA / "*.pdf")], "backend": "pdfium", "ocr": "off"})
     counts = Counts()
     table = pa.concat_tables([t for task in stage.tasks() for t in stage.run_task(task, counts)])
     assert counts.rows_in == table.num_rows == len(list(DATA.glob("*.pdf")))

@@ -376,7 +376,8 @@ STAGES = {
     "extract.html": (lambda d: ExtractHtmlFiles({"paths": d, "timeout_s": EXTRACT_TIMEOUT_S}), html_cases),
     # WARC framing is what is fuzzed here, not extraction quality: the fast extractor keeps it quick.
     "extract.warc": (lambda d: ExtractWarc({"paths": d, "timeout_s": EXTRACT_TIMEOUT_S, "mode": "fast"}), warc_cases),
-    "extract.pdf": (lambda d: ExtractPdf({"paths": d, "timeout_s": EXTRACT_TIMEOUT_S}), pdf_cases),
+    # PDF parsing is fuzzed, not OCR (seconds per page: tests/test_pdf_ocr.py covers it).
+    "extract.pdf": (lambda d: ExtractPdf({"paths": d, "timeout_s": EXTRACT_TIMEOUT_S, "ocr": "off"}), pdf_cases),
 }
 # Every PDF backend sees a share of the PDF cases: their failure modes differ (pypdf is pure Python).
 PDF_BACKENDS = ("auto", "pdfium", "pypdf")
@@ -504,7 +505,8 @@ def test_fuzz_reader(name, tmp_path, report):
     cases = build(tmp_path / "cases")
     directory = str(Path(cases[0].path).parent)
     if name == "extract.pdf":
-        stages = [ExtractPdf({"paths": [directory], "timeout_s": EXTRACT_TIMEOUT_S, "backend": b}) for b in PDF_BACKENDS]
+        stages = [ExtractPdf({"paths": [directory], "timeout_s": EXTRACT_TIMEOUT_S, "backend": b, "ocr": "off"})
+                  for b in PDF_BACKENDS]
     else:
         stages = [make_stage([directory])]
     stats = {"inputs": 0, "rows": 0, "kept": 0, "seed_documents": 0, "rejects": Counter()}

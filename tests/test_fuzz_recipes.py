@@ -34,7 +34,7 @@ inputs:
   p: {uses: read.parquet, params: {paths: [p.parquet], batch_rows: 10}}
   h: {uses: extract.html, params: {paths: [h], mode: fast, timeout_s: 3}}
   w: {uses: extract.warc, params: {paths: [w.warc.gz], html_only: false}}
-  d: {uses: extract.pdf, params: {paths: [d], backend: pdfium}}
+  d: {uses: extract.pdf, params: {paths: [d], backend: pdfium, ocr: "off"}}
 stages:
   - {id: len, uses: filter.length, inputs: [j, t, p, h, w, d], params: {min_chars: 3}}
   - {id: exact, uses: dedup.exact, inputs: [len], params: {remove: true}, engine: local}

@@ -1,0 +1,376 @@
+"""Page layout from a PDF text layer: reading order by columns, tables as Markdown, headings, margins.
+
+Works on word boxes (pymupdf `get_text("words")`), the same input an OCR engine gives back, so the OCR
+path reuses it. Steps per page:
+1. Tables: visual rows (words sharing a baseline across blocks) are cut into segments at wide gaps;
+   runs of >= 3 rows with >= 2 segments whose segments fall into shared x-columns (vertical
+   whitespace rivers) become one Markdown table. Two-column prose is not a table: its segments are
+   long runs of words.
+2. The remaining lines are ordered by recursive XY-cut: a vertical gutter splits columns (left to
+   right, right to left on a right-to-left page), else the widest horizontal gap splits bands top to
+   bottom; then neighbouring lines of one text-layer block are joined into paragraphs again.
+3. Lines in the top/bottom margin band that are short and not larger than body text (running heads,
+   folios, footers) are dropped; a block of text clearly larger than the body is a heading (`#`).
+Everything is plain geometry: no model, a few ms per page.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass, field
+
+_RTL = re.compile(r"[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]")
+_LETTER = re.compile(r"[^\W\d_]")
+_PAGE_NUM = re.compile(r"^\s*(?:[-–—]\s*)?(?:page\s+)?(?:\d{1,4}|[ivxlcdm]{1,7})(?:\s*(?:of|/)\s*\d{1,4})?(?:\s*[-–—])?\s*$", re.I)
+
+
+@dataclass
+class Word:
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    text: str
+    key: tuple = ()  # (block, line) in the text layer; OCR gives one line per detected box
+
+
+@dataclass
+class Line:
+    words: list[Word]
+    x0: float = 0.0
+    y0: float = 0.0
+    x1: float = 0.0
+    y1: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.x0 = min(w.x0 for w in self.words)
+        self.y0 = min(w.y0 for w in self.words)
+        self.x1 = max(w.x1 for w in self.words)
+        self.y1 = max(w.y1 for w in self.words)
+
+    @property
+    def height(self) -> float:
+        return self.y1 - self.y0
+
+    @property
+    def size(self) -> float:
+        """Typical glyph height: the median span height (a merged row's box is taller than its text)."""
+        return statistics.median(w.y1 - w.y0 for w in self.words)
+
+    @property
+    def text(self) -> str:
+        """Spans joined; a space only where the layer has none and the glyphs stand apart."""
+        out = ""
+        for prev, w in zip([None] + self.words[:-1], self.words):
+            if prev is not None and out and not out.endswith(" ") and not w.text.startswith(" ") \
+                    and max(w.x0 - prev.x1, prev.x0 - w.x1) > 0.15 * (w.y1 - w.y0):  # RTL runs go leftwards
+                out += " "
+            out += w.text
+        return re.sub(r"\s+", " ", out).strip()
+
+
+@dataclass
+class Block:
+    lines: list[Line]
+    kind: str = "text"  # text | table | heading
+    rendered: list[str] = field(default_factory=list)  # table rows as Markdown
+
+    @property
+    def bbox(self) -> tuple[float, float, float, float]:
+        return (min(l.x0 for l in self.lines), min(l.y0 for l in self.lines),
+                max(l.x1 for l in self.lines), max(l.y1 for l in self.lines))
+
+
+# ---- rows, segments, tables ---------------------------------------------------------------------
+
+def _rows(lines: list[Line]) -> list[list[Line]]:
+    """Lines that share a visual row (vertical centre inside each other's extent), left to right."""
+    rows: list[list[Line]] = []
+    for line in sorted(lines, key=lambda l: (l.y0 + l.y1) / 2):
+        c = (line.y0 + line.y1) / 2
+        if rows:
+            last = rows[-1]
+            ly0 = statistics.median(l.y0 for l in last)
+            ly1 = statistics.median(l.y1 for l in last)
+            if ly0 <= c <= ly1 and line.y0 <= (ly0 + ly1) / 2 <= line.y1:
+                last.append(line)
+                continue
+        rows.append([line])
+    return [sorted(r, key=lambda l: l.x0) for r in rows]
+
+
+def _segments(row: list[Line]) -> list[Line]:
+    """A row's words cut at gaps wider than about one character height: the candidate cells."""
+    words = sorted((w for l in row for w in l.words), key=lambda w: w.x0)
+    h = statistics.median(w.y1 - w.y0 for w in words)
+    segs, cur = [], [words[0]]
+    for w in words[1:]:
+        if w.x0 - cur[-1].x1 > max(0.9 * h, 4.0):
+            segs.append(Line(cur))
+            cur = [w]
+        else:
+            cur.append(w)
+    segs.append(Line(cur))
+    return segs
+
+
+def _columns(seg_rows: list[list[Line]]) -> list[tuple[float, float]]:
+    """x-intervals covered by the segments of a run of rows; the gaps between them are the rivers."""
+    spans = sorted((s.x0, s.x1) for row in seg_rows for s in row)
+    cols: list[list[float]] = []
+    for x0, x1 in spans:
+        if cols and x0 <= cols[-1][1] + 1.0:
+            cols[-1][1] = max(cols[-1][1], x1)
+        else:
+            cols.append([x0, x1])
+    return [(a, b) for a, b in cols]
+
+
+_WIDE = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+
+
+def _text_len(text: str) -> int:
+    return len(text) + len(_WIDE.findall(text))  # a CJK character holds about two Latin ones
+
+
+def _is_prose(seg_rows: list[list[Line]], cols: list[tuple[float, float]]) -> bool:
+    """Columns of running text side by side (a two-column page, a text beside an infobox)."""
+    total = cols[-1][1] - cols[0][0]
+    if len(cols) == 2 and all(b - a >= 0.3 * total for a, b in cols):
+        return True  # two wide columns side by side: a two-column page, not a table
+    for a, b in cols:
+        segs = [s for row in seg_rows for s in row if a - 1 <= (s.x0 + s.x1) / 2 <= b + 1]
+        if len(segs) < 3:
+            continue
+        if statistics.median(_text_len(s.text) for s in segs) > 40:
+            return True
+        # wrapped lines fill their column: a wide column of full-width segments is running text
+        full = sum(s.x1 - s.x0 >= 0.85 * (b - a) for s in segs)
+        if b - a >= 0.25 * total and full >= 0.6 * len(segs):
+            return True
+    return False
+
+
+def _table(seg_rows: list[list[Line]]) -> list[list[str]] | None:
+    if len(seg_rows) < 3:
+        return None
+    cols = _columns(seg_rows)
+    if len(cols) < 2 or _is_prose(seg_rows, cols):
+        return None
+    grid = []
+    for row in seg_rows:
+        cells = [""] * len(cols)
+        for s in row:
+            centre = (s.x0 + s.x1) / 2
+            i = next((k for k, (a, b) in enumerate(cols) if a - 1 <= centre <= b + 1), 0)
+            cells[i] = (cells[i] + " " + s.text).strip()
+        grid.append(cells)
+    filled = sum(bool(c) for r in grid for c in r)
+    if filled < 0.45 * len(cols) * len(grid):
+        return None
+    return grid
+
+
+def render_table(grid: list[list[str]]) -> list[str]:
+    esc = [[c.replace("|", "\\|") for c in row] for row in grid]
+    out = ["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(esc[0])]
+    out += ["| " + " | ".join(r) + " |" for r in esc[1:]]
+    return out
+
+
+def find_tables(lines: list[Line]) -> tuple[list[Block], list[Line]]:
+    """Tables found among a page's lines, and the lines left over."""
+    rows = _rows(lines)
+    seg_rows = [_segments(r) for r in rows]
+    tables: list[Block] = []
+    used: set[int] = set()
+    i = 0
+    while i < len(rows):
+        if len(seg_rows[i]) < 2:
+            i += 1
+            continue
+        j = i + 1
+        lh = max(l.height for l in rows[i])
+        while j < len(rows):
+            gap = min(l.y0 for l in rows[j]) - max(l.y1 for l in rows[j - 1])
+            if gap > 2.2 * lh:
+                break
+            if len(seg_rows[j]) < 2:  # a lone cell (a wrapped label, a section row) inside a table
+                if j + 1 < len(rows) and len(seg_rows[j + 1]) >= 2 and _text_len(seg_rows[j][0].text) < 40:
+                    j += 1
+                    continue
+                break
+            j += 1
+        grid = _table(seg_rows[i:j])
+        if grid is not None:
+            block_lines = [l for r in rows[i:j] for l in r]
+            tables.append(Block(block_lines, "table", render_table(grid)))
+            used.update(id(l) for l in block_lines)
+            i = j
+        else:
+            i += 1
+    return tables, [l for l in lines if id(l) not in used]
+
+
+# ---- reading order ------------------------------------------------------------------------------
+
+def _xy_cut(blocks: list[Block], rtl: bool, min_gutter: float) -> list[Block]:
+    if len(blocks) <= 1:
+        return blocks
+    boxes = [b.bbox for b in blocks]
+    # vertical gutter: a gap in the x-projection of all blocks
+    order = sorted(range(len(blocks)), key=lambda k: boxes[k][0])
+    reach, cut = boxes[order[0]][2], None
+    for k in order[1:]:
+        if boxes[k][0] - reach >= min_gutter:
+            cut = (reach + boxes[k][0]) / 2
+            break
+        reach = max(reach, boxes[k][2])
+    if cut is not None:
+        left = [b for b, bb in zip(blocks, boxes) if bb[2] <= cut]
+        right = [b for b, bb in zip(blocks, boxes) if bb[2] > cut]
+        parts = [right, left] if rtl else [left, right]
+        return [x for p in parts for x in _xy_cut(p, rtl, min_gutter)]
+    # horizontal cut at the widest gap in the y-projection
+    order = sorted(range(len(blocks)), key=lambda k: boxes[k][1])
+    reach, best, at = boxes[order[0]][3], 0.0, None
+    for k in order[1:]:
+        gap = boxes[k][1] - reach
+        if gap > best:
+            best, at = gap, (reach + boxes[k][1]) / 2
+        reach = max(reach, boxes[k][3])
+    if at is None:
+        return sorted(blocks, key=lambda b: (b.bbox[1], b.bbox[0]))
+    top = [b for b, bb in zip(blocks, boxes) if bb[1] < at]
+    bottom = [b for b, bb in zip(blocks, boxes) if bb[1] >= at]
+    return _xy_cut(top, rtl, min_gutter) + _xy_cut(bottom, rtl, min_gutter)
+
+
+# ---- page ---------------------------------------------------------------------------------------
+
+def lines_from_words(words: list[Word]) -> list[Line]:
+    by_key: dict[tuple, list[Word]] = {}
+    for w in words:
+        by_key.setdefault(w.key, []).append(w)
+    return _merge_fragments([Line(ws) for ws in by_key.values()])
+
+
+def _centre(line: Line) -> float:
+    return statistics.median((w.y0 + w.y1) / 2 for w in line.words)
+
+
+def _merge_fragments(lines: list[Line]) -> list[Line]:
+    """Pieces of one printed line that the text layer keeps apart (OCR'd scans put words on jittered
+    baselines): same block, overlapping vertically by half, a gap under three glyph heights."""
+    out: list[Line] = []
+    for line in sorted(lines, key=lambda l: (l.words[0].key[:1], l.y0, l.x0)):
+        for k in range(len(out) - 1, max(-1, len(out) - 9), -1):
+            prev = out[k]
+            if prev.words[0].key[:1] != line.words[0].key[:1]:
+                break
+            # centres, not boxes: a merged row must not grow until it swallows the next row
+            off = abs(_centre(prev) - _centre(line))
+            gap = max(line.x0 - prev.x1, prev.x0 - line.x1)
+            if off < 0.4 * min(prev.size, line.size) and gap < 3 * max(prev.size, line.size):
+                words = prev.words + line.words
+                rtl = is_rtl("".join(w.text for w in words))
+                out[k] = Line(sorted(words, key=lambda w: -w.x1 if rtl else w.x0))
+                line = None
+                break
+        if line is not None:
+            out.append(line)
+    return out
+
+
+def _regroup(atoms: list[Block], body_h: float) -> list[Block]:
+    """Lines in reading order → blocks again: a line joins the previous one when the text layer put
+    them in one block and it sits just below it, overlapping it horizontally."""
+    out: list[Block] = []
+    for a in atoms:
+        if a.kind == "text" and out and out[-1].kind == "text":
+            prev, line = out[-1].lines[-1], a.lines[0]
+            gap = line.y0 - prev.y1
+            overlap = min(prev.x1, line.x1) - max(prev.x0, line.x0)
+            same_block = prev.words[0].key[:1] == line.words[0].key[:1]
+            # lines of one paragraph that the layer put in separate blocks: close, same size, aligned
+            alike = abs(prev.size - line.size) <= 0.15 * body_h and overlap >= 0.6 * min(prev.x1 - prev.x0, line.x1 - line.x0)
+            if -0.5 * body_h <= gap <= (1.0 if same_block else 0.7) * body_h and overlap > 0 and (same_block or alike):
+                out[-1].lines.append(line)
+                continue
+        out.append(Block(list(a.lines), a.kind, a.rendered))
+    return out
+
+
+def is_rtl(text: str) -> bool:
+    letters = _LETTER.findall(text)
+    return bool(letters) and sum(bool(_RTL.match(c)) for c in letters) > 0.5 * len(letters)
+
+
+def _isolated(line: Line, lines: list[Line], body_h: float, top: bool) -> bool:
+    """Nothing else within a line's height below (a head) or above (a footer): a table row or the
+    first line of the body that merely starts high on the page is not a running head."""
+    c = _centre(line)
+    others = [m for m in lines if abs(_centre(m) - c) > 0.5 * line.size]
+    if top:
+        gaps = [m.y0 - line.y1 for m in others if m.y0 >= line.y1 - 0.3 * body_h]
+    else:
+        gaps = [line.y0 - m.y1 for m in others if m.y1 <= line.y0 + 0.3 * body_h]
+    return not gaps or min(gaps) >= 0.35 * body_h
+
+
+def _drop_margins(lines: list[Line], height: float, body_h: float, margin: float) -> list[Line]:
+    """Running heads, folios and footers: short lines alone in the margin bands. A running title in
+    capitals may be set large; any other margin line only when not larger than the body."""
+    if len(lines) <= 3:
+        return lines
+    content_top = min(l.y0 for l in lines)
+    content_bottom = max(l.y1 for l in lines)
+    kept, dropped = [], []
+    for l in lines:
+        txt = l.text
+        top = l.y1 < height * 0.5
+        in_band = l.y1 < height * margin or l.y0 > height * (1 - margin)
+        edge = l.y0 <= content_top + 1 or l.y1 >= content_bottom - 1
+        wide_band = l.y1 < height * 0.12 or l.y0 > height * 0.88
+        caps = (txt.isupper() or _PAGE_NUM.match(txt)) and len(txt) < 40
+        if ((in_band or (edge and _PAGE_NUM.match(txt))) and len(txt) < 90 and l.size <= 1.15 * body_h
+                or wide_band and caps) and _isolated(l, lines, body_h, top):
+            dropped.append(l)
+        else:
+            kept.append(l)
+    # what shares a dropped head's row is part of it ("BRITISH HUSBANDRY. [Ch. XIX. 400")
+    rows_out = [(d.y0, d.y1) for d in dropped]
+    return [l for l in kept if not (len(l.text) < 40 and any(a <= _centre(l) <= b for a, b in rows_out))]
+
+
+def layout_page(words: list[Word], width: float, height: float, margin: float = 0.075) -> list[list[str]]:
+    """Word boxes of one page → blocks of lines in reading order (a table block is Markdown rows)."""
+    if not words:
+        return []
+    lines = lines_from_words(words)
+    body_h = statistics.median(l.size for l in lines)
+    # running heads, folios and footers: short lines in the margin bands, not larger than the body
+    kept = _drop_margins(lines, height, body_h, margin)
+    tables, rest = find_tables(kept)
+    # lines are the atoms of the cut: a text-layer block may hold lines of two columns
+    atoms = [Block([l]) for l in rest] + tables
+    rtl = is_rtl(" ".join(l.text for l in rest[:200]))
+    ordered = _regroup(_xy_cut(atoms, rtl, min_gutter=max(6.0, 0.6 * body_h)), body_h)
+    out: list[list[str]] = []
+    cap = ""
+    for b in ordered:
+        if b.kind == "table":
+            out.append(b.rendered)
+            continue
+        texts = [l.text for l in b.lines]
+        if len(texts) == 1 and len(texts[0]) == 1 and texts[0].isupper():  # a drop cap starts the next block
+            cap = texts[0]
+            continue
+        if cap:
+            texts[0], cap = cap + texts[0], ""
+        big = statistics.median(l.size for l in b.lines) >= 1.3 * body_h
+        if big and len(b.lines) <= 3 and sum(map(len, texts)) < 150:
+            out.append(["# " + " ".join(texts)])
+        else:
+            out.append(texts)
+    return out

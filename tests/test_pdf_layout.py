@@ -1,0 +1,84 @@
+"""extract.pdf's layout path on PDFs generated here: column order, tables, margins, RTL columns."""
+import pytest
+
+from assay.extractors.pdf import extract_pdf
+
+pymupdf = pytest.importorskip("pymupdf")
+
+LEFT = [f"left column line {w} of the first story" for w in ("one", "two", "three", "four", "five", "six")]
+RIGHT = [f"right column line {w} of the second story" for w in ("one", "two", "three", "four", "five", "six")]
+
+
+def _two_columns(path):
+    """Two columns written row by row, alternating: content-stream order interleaves them."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.insert_text((72, 100), "A Title Across The Page", fontsize=20)
+    for i, (a, b) in enumerate(zip(LEFT, RIGHT)):
+        y = 160 + 14 * i
+        page.insert_text((72, y), a, fontsize=10)
+        page.insert_text((320, y), b, fontsize=10)
+    doc.save(path)
+
+
+def test_two_columns_read_left_then_right(tmp_path):
+    path = tmp_path / "cols.pdf"
+    _two_columns(str(path))
+    text = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"]
+    assert text.startswith("# A Title Across The Page")
+    flat = " ".join(text.split())
+    assert " ".join(LEFT) in flat and " ".join(RIGHT) in flat
+    assert flat.index(LEFT[-1]) < flat.index(RIGHT[0])
+    assert "|" not in text  # two columns of prose are not a table
+    old = extract_pdf({"path": str(path), "backend": "pymupdf", "layout": False})["text"]
+    assert " ".join(LEFT) not in " ".join(old.split())  # content-stream order interleaves the columns
+
+
+def test_table_as_markdown_rows_and_columns(tmp_path):
+    rows = [("Item", "Quantity", "Price"), ("Apples", "12", "3.40"), ("Pears", "7", "2.10"), ("Plums", "30", "5.95")]
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.insert_text((72, 90), "The stock counted on Monday is listed in the table below, by item.", fontsize=10)
+    for col in range(3):  # column by column: the stream holds no row order
+        for r, row in enumerate(rows):
+            page.insert_text((72 + 140 * col, 130 + 16 * r), row[col], fontsize=10)
+    page.insert_text((72, 220), "Prices are in euros per kilogram and include the tax.", fontsize=10)
+    path = tmp_path / "table.pdf"
+    doc.save(str(path))
+    text = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"]
+    lines = text.splitlines()
+    assert "| Item | Quantity | Price |" in lines
+    assert "| Apples | 12 | 3.40 |" in lines and "| Plums | 30 | 5.95 |" in lines
+    assert lines.index("| Item | Quantity | Price |") + 1 == lines.index("|---|---|---|")
+    assert text.index("stock counted") < text.index("| Item") < text.index("Prices are")
+
+
+def test_margin_head_and_folio_dropped_on_a_single_page(tmp_path):
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.insert_text((200, 30), "Journal of Examples, Vol. 3", fontsize=8)
+    body = "The body of the page is long enough to be the body and it goes on for a while here."
+    for i in range(8):
+        page.insert_text((72, 120 + 14 * i), body, fontsize=10)
+    page.insert_text((290, 820), "17", fontsize=8)
+    path = tmp_path / "head.pdf"
+    doc.save(str(path))
+    text = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"]
+    assert "Journal of Examples" not in text and "17" not in text
+    assert text.count("The body of the page") == 8
+
+
+def test_rtl_page_reads_columns_right_to_left(tmp_path):
+    right = ["שורה ראשונה בטור הימני", "שורה שנייה בטור הימני", "שורה שלישית בטור הימני", "שורה רביעית בטור הימני"]
+    left = ["שורה ראשונה בטור השמאלי", "שורה שנייה בטור השמאלי", "שורה שלישית בטור השמאלי", "שורה רביעית בטור השמאלי"]
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    html_r = "".join(f"<p>{t}</p>" for t in right)
+    html_l = "".join(f"<p>{t}</p>" for t in left)
+    page.insert_htmlbox(pymupdf.Rect(320, 100, 540, 400), f'<div dir="rtl">{html_r}</div>')
+    page.insert_htmlbox(pymupdf.Rect(60, 100, 280, 400), f'<div dir="rtl">{html_l}</div>')
+    path = tmp_path / "rtl.pdf"
+    doc.save(str(path))
+    text = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"]
+    assert all(t in text for t in right + left), text
+    assert text.index(right[-1]) < text.index(left[0])
