@@ -56,7 +56,8 @@ def test_default_tier_stage_with_shipped_calibration_puts_junk_low(tmp_path):
     calib = read_jsonl_gz(DATA / "contrast-calib.jsonl.gz")
     stage = resolve_stage("quality.tier")({})
     out = stage.process(_docs(calib))
-    for col in ("quality_fasttext", "quality_edu", "quality_lm", "quality_heuristics", "quality_math", "quality_code", "tier"):
+    for col in ("quality_fasttext", "quality_edu", "quality_lm", "quality_heuristics", "quality_math", "quality_code",
+                "quality_reference", "quality_dsir", "tier"):
         assert col in out.column_names
     kinds = np.array(out.column("source").to_pylist())
     tiers = np.array(out.column("tier").to_pylist())
