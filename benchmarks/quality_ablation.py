@@ -10,6 +10,8 @@ each domain from the top three tiers (best score first), `random` at random. The
 documents are the BPB set; the downstream task suite (macro) decides, paired over seeds.
 
     nice -n 10 .venv/bin/python benchmarks/quality_ablation.py --seeds 5 --tokens 300000 --items 100
+    nice -n 10 .venv/bin/assay ablate runs/quality-ablation/spec.json --out runs/quality-ablation/ablate
+    .venv/bin/python benchmarks/quality_ablation.py --results   # ablation.json -> results file
 """
 from __future__ import annotations
 
@@ -82,13 +84,37 @@ def arms(docs: list[dict], seed: int) -> dict[str, list[dict]]:
     return out
 
 
+def results(work: Path) -> int:
+    ab = json.loads((work / "ablate" / "ablation.json").read_text())
+    mix = json.loads((work / "mix.json").read_text())
+    tasks = ab.get("tasks", {})
+    out = {"question": "top three tiers (quality.tier scores, quality.calibrate --within content_type) vs a random "
+                       "sample, each domain at its pool share, equal tokens",
+           "pool": "WCXB dev main content (web), SWE-bench Lite dev patches + HumanEval solutions (code), GSM8K test "
+                   "(math): no scorer, threshold or calibration saw it",
+           "tokens": ab["tokens"], "seeds": ab["seeds"], "mix_bytes": mix,
+           "held_out_bpb": {a: {k: v[k] for k in ("mean", "std", "values")} for a, v in ab["arms"].items()},
+           "bpb_pairs": ab["pairs"],
+           "tasks_macro": {a: {m: {k: r["macro"][m].get(k) for k in ("mean", "std", "values")} for m in r["macro"]}
+                           for a, r in tasks.get("arms", {}).items()},
+           "tasks_pairs": tasks.get("pairs"), "items_cap": tasks.get("items_cap"),
+           "contamination": ab.get("contamination")}
+    path = ROOT / "benchmarks" / "results" / "quality_ablation.json"
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print(path)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--tokens", type=int, default=300_000)
     ap.add_argument("--items", type=int, default=100)
     ap.add_argument("--work", default=str(ROOT / "runs" / "quality-ablation"))
+    ap.add_argument("--results", action="store_true", help="summarise WORK/ablate/ablation.json into the results file")
     args = ap.parse_args()
+    if args.results:
+        return results(Path(args.work))
     from assay.trainer.bytes import write_byte_dataset
     from assay.trainer.known_order import is_held_out
 
@@ -111,6 +137,7 @@ def main() -> int:
     (work / "spec.json").write_text(json.dumps(spec, indent=1))
     mix = {name: {dom: sum(len(d["text"].encode()) for d in ds if d["content_type"] == dom) for dom in ("web", "code", "math")}
            for name, ds in chosen.items()}
+    (work / "mix.json").write_text(json.dumps(mix))
     print(json.dumps({"pool_docs": len(docs), "held_out": len(held), "mix_bytes": mix}), flush=True)
     return 0
 
