@@ -11,6 +11,8 @@
    and agreement of scores and tiers with the default head;
 3. the whole default ensemble with tiers (quality.tier) through the local engine on 2 workers, on the
    documents as they are and cut to about 3,000 characters (the goal's ~3 KB documents);
+3b. the value scorers' cost: quality.tier with and without quality_reference and quality_dsir,
+   interleaved over the same documents, in CPU-seconds;
 4. the contrast check on the held-out test pages (never used for training or calibration): share of
    clean pages in the top three tiers and of junk versions in the bottom two.
 
@@ -65,7 +67,9 @@ print(json.dumps(out))
 def corpus(n: int) -> list[str]:
     from assay.quality.corpus import build, sample_page_ids
 
-    sets = build(ROOT.parent / "shared" / "data", sample_page_ids(ROOT))
+    from _corpora import SHARED
+
+    sets = build(SHARED, sample_page_ids(ROOT))
     texts = [r["text"] for split in sets.values() for r in split]
     return [texts[i % len(texts)] for i in range(n)]
 
@@ -257,17 +261,48 @@ def ensemble_speed(texts: list[str], work: Path, workers: int = 2) -> dict:
             "docs_per_cpu_s": round(len(texts) / cpu), "mean_doc_bytes": round(mean_bytes)}
 
 
+def value_scorers_cost(texts: list[str], rounds: int = 3) -> dict:
+    """CPU-seconds of quality.tier with and without its two value scorers (reference fastText, DSIR),
+    interleaved over the same documents: what the value signal costs against the six-scorer ensemble."""
+    from assay.pipeline.schema import make_docs
+    from assay.pipeline.stage import resolve_stage
+    from assay.quality.scorers import DSIRScorer, FastTextScorer
+
+    table = make_docs([{"text": t, "source": "b", "url": f"u{i}"} for i, t in enumerate(texts)])
+    full = resolve_stage("quality.tier")({})
+    six = resolve_stage("quality.tier")({})
+    six.parts = [p for p in six.parts if not isinstance(p, DSIRScorer)
+                 and not (isinstance(p, FastTextScorer) and p.params.name == "reference")]
+    for stage in (full, six):
+        stage.ensure_setup()
+        stage.process(table.slice(0, 100))
+    cpu = {"eight": 0.0, "six": 0.0}
+    for _ in range(rounds):
+        for name, stage in (("six", six), ("eight", full)):
+            t = time.process_time()
+            for start in range(0, table.num_rows, stage.batch_rows):
+                stage.process(table.slice(start, stage.batch_rows))
+            cpu[name] += time.process_time() - t
+    for stage in (full, six):
+        stage.close()
+    n = len(texts) * rounds
+    return {"docs": len(texts), "rounds": rounds, "six_scorers_docs_per_cpu_s": round(n / cpu["six"]),
+            "with_value_scorers_docs_per_cpu_s": round(n / cpu["eight"]), "cpu_ratio": round(cpu["eight"] / cpu["six"], 3)}
+
+
 def contrast_on_test_pages() -> dict:
     from assay.quality.corpus import build, sample_page_ids
     from assay.quality.evaluate import contrast
 
-    test = build(ROOT.parent / "shared" / "data", sample_page_ids(ROOT))["test"]
+    from _corpora import SHARED
+
+    test = build(SHARED, sample_page_ids(ROOT))["test"]
     result = contrast(test)
     return {"pages": len({r["page"] for r in test}), "clean_top3": result["clean_top3"],
             "junk_bottom2": result["junk_bottom2"], "kinds": result["kinds"]}
 
 
-PARTS = ("heuristics", "fasttext", "ensemble", "contrast")
+PARTS = ("heuristics", "fasttext", "ensemble", "value", "contrast")
 
 
 def main() -> int:
@@ -297,6 +332,9 @@ def main() -> int:
             print(json.dumps(out["fasttext_vs_raw_predict_3kb"], indent=1), flush=True)
             out["fasttext_max_chars"] = fasttext_heads(texts)
             print(json.dumps(out["fasttext_max_chars"], indent=1), flush=True)
+        if "value" in args.parts:
+            out["value_scorers_cost"] = value_scorers_cost(texts[:5_000])
+            print(json.dumps(out["value_scorers_cost"], indent=1), flush=True)
         if "ensemble" in args.parts:
             out["default_ensemble_with_tiers"] = ensemble_speed(texts, work / "full")
             print(json.dumps(out["default_ensemble_with_tiers"], indent=1), flush=True)

@@ -331,7 +331,6 @@ class ExtractPdf(FileReader):
     files_per_task = 16
     # 2: layout path, per-page routing and OCR; the OCR engine (and its bundled models) is part of it
     version = f"2+{ocr.ENGINE or 'no-ocr'}"
-    code_modules = ("assay.extractors.pdf_layout", "assay.extractors.pdf_ocr")
     _watchdog: Watchdog | None = None
 
     def input_files(self) -> list[str]:
@@ -420,7 +419,6 @@ class ExtractEpub(ExtractPdf):
     Params = EpubParams
     suffix = ".epub"
     version = "1"
-    code_modules = ("assay.extractors.epub", "assay.extractors.html", "assay.extractors.markdown", "assay.extractors.native")
 
     @staticmethod
     def extract(item: dict[str, Any]) -> dict[str, Any]:

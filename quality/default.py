@@ -2,7 +2,7 @@
 
 Running the parts as one map stage reads and writes the corpus once instead of eight times; each part
 is the same code its own stage runs (filter.signals, filter.rules, quality.code_rules,
-quality.fasttext web and edu, quality.lm, quality.math, quality.tiers).
+quality.fasttext web, edu and reference, quality.lm, quality.dsir, quality.math, quality.tiers).
 """
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from assay.pipeline.stage import MapStage, register, with_rejects
 
 from .code_rules import CodeRules
 from assay.filters.rules import Rules
-from .scorers import FastTextScorer, LMScorer, MathScorer
+from .scorers import DSIRScorer, FastTextScorer, LMScorer, MathScorer
 from assay.filters.signals import COLUMNS as SIGNAL_COLUMNS
 from assay.filters.signals import Signals
 from .tiers import TIER_COLUMNS, TiersParams, load_calibration, write_tiers
 
-SCORERS = ("fasttext", "edu", "lm", "heuristics", "math", "code")
+SCORERS = ("fasttext", "edu", "lm", "heuristics", "math", "code", "reference", "dsir")
 
 
 class TierParams(TiersParams):
@@ -27,13 +27,15 @@ class TierParams(TiersParams):
 
 @register("quality.tier")
 class DefaultTier(MapStage):
-    """Score with the six default scorers (quality_fasttext, quality_edu, quality_lm, quality_heuristics,
-    quality_math, quality_code) and assign tiers with the shipped calibration, in one pass. Drops nothing.
+    """Score with the eight default scorers (quality_fasttext, quality_edu, quality_lm, quality_heuristics,
+    quality_math, quality_code, and the value scorers quality_reference and quality_dsir) and assign tiers
+    with the shipped calibration, in one pass. Drops nothing.
 
     Example: assay quality tier runs/x/deduped runs/x/tiered
     """
 
     Params = TierParams
+    version = "2"  # 2: quality_reference and quality_dsir, and the calibration that reads them
     reads = {"calibration": "file"}
     requires = ("fasttext_new",)
     batch_rows = 5_000
@@ -41,7 +43,8 @@ class DefaultTier(MapStage):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.parts = [Signals(), Rules(), CodeRules(), FastTextScorer({"model": "web", "name": "fasttext"}),
-                      FastTextScorer({"model": "edu", "name": "edu"}), LMScorer(), MathScorer()]
+                      FastTextScorer({"model": "edu", "name": "edu"}), LMScorer(), MathScorer(),
+                      FastTextScorer({"model": "reference", "name": "reference"}), DSIRScorer()]
         columns: dict[str, pa.DataType] = {}
         for part in self.parts:
             columns.update(part.columns)

@@ -10,7 +10,7 @@ from assay.pipeline.report import load_stages
 from .tiers import TIERS
 
 QUALITY_STAGES = ("filter.rules", "filter.pii", "quality.code_rules", "quality.tier", "quality.calibrate", "quality.tiers",
-                  "quality.fasttext", "quality.lm", "quality.math", "quality.topics")
+                  "quality.fasttext", "quality.lm", "quality.dsir", "quality.math", "quality.topics")
 
 
 def _table(headers, rows) -> str:
@@ -93,7 +93,15 @@ def stage_section(manifest: dict) -> str:
             total = sum(shares.values()) or 1
             rows.append([source] + [f"{shares.get(t, 0) / total:.1%}" for t in TIERS])
         parts.append("<p>Tier shares per source (token-weighted)</p>" + _table(["source", *TIERS], rows))
-    for kind, label in (("domain", "Topic"), ("format", "Format"), ("site", "Site")):
+        parts.append(_mix("source", tiers))
+    within: dict[str, dict[str, float]] = {}
+    for key, value in counters.items():
+        if key.startswith("mix_tokens."):
+            group, tier = key[len("mix_tokens."):].rsplit(".", 1)
+            within.setdefault(group, {})[tier] = value
+    if within:
+        parts.append(_mix(next(iter(within)).split("=", 1)[0], {g.split("=", 1)[1]: v for g, v in within.items()}))
+    for kind, label in (("topic", "Topic"), ("format", "Format"), ("site", "Site")):
         shares = sorted(((k.split(".", 1)[1], v) for k, v in counters.items() if k.startswith(f"{kind}_docs.")),
                         key=lambda kv: -kv[1])
         total = sum(v for _, v in shares) or 1
@@ -102,6 +110,19 @@ def stage_section(manifest: dict) -> str:
                          + _table([kind, "documents", "share"], [(k, f"{int(v):,}", f"{v / total:.1%}") for k, v in shares[:15]]))
     parts.append(_score_plot(stats.get("histograms", {}), manifest.get("dir", "")))
     return "".join(parts) if len(parts) > 1 else ""
+
+
+def mix_shares(tiers: dict[str, dict[str, float]]) -> list[tuple[str, float, float]]:
+    """(group, share of all tokens, share of the top three tiers' tokens): the mix before and after."""
+    total = sum(sum(v.values()) for v in tiers.values()) or 1
+    top = sum(v.get(t, 0) for v in tiers.values() for t in TIERS[:3]) or 1
+    return [(g, sum(v.values()) / total, sum(v.get(t, 0) for t in TIERS[:3]) / top) for g, v in sorted(tiers.items())]
+
+
+def _mix(column: str, tiers: dict[str, dict[str, float]]) -> str:
+    rows = [(g, f"{before:.1%}", f"{after:.1%}") for g, before, after in mix_shares(tiers)]
+    return (f"<p>Mix by {column} before and after tiering (token shares: all documents, top three tiers)</p>"
+            + _table([column, "all", "top three"], rows))
 
 
 def report_section(run_dir) -> str | None:

@@ -4,7 +4,10 @@ deciding nothing. Models load in setup() once per worker and are released in tea
 Shipped models (quality/models/, rebuilt by `assay quality build-models`):
 * `web.ftz`: fastText, clean main content vs full pages, shuffled words and keyword spam (DCLM-style);
 * `edu.ftz`: fastText distilled from graded labels (`assay quality annotate`, FineWeb-Edu recipe);
-* `lm.npz`: the reference bigram language model (lm.py), CCNet-style.
+* `lm.npz`: the reference bigram language model (lm.py), CCNet-style;
+* `reference.ftz`: fastText, reference-like text (documentation and explanations, reference.py) vs the
+  raw web pool, DCLM's recipe: a value signal, where web.ftz is a junk detector;
+* `dsir.npz`: importance towards the same reference target vs the raw pool (dsir.py, DSIR).
 The heuristic pass fraction (`filter.rules`) and code quality (`quality.code_rules`) are the other two
 default scorers; `quality.math` is math/STEM density.
 """
@@ -23,12 +26,13 @@ from assay.pipeline.stage import MapStage, NoParams, Params, register, set_colum
 from assay.filters import textops as T
 
 MODELS = Path(__file__).resolve().parent / "models"
-SHIPPED = {"web": MODELS / "web.ftz", "edu": MODELS / "edu.ftz", "lm": MODELS / "lm.npz"}
+SHIPPED = {"web": MODELS / "web.ftz", "edu": MODELS / "edu.ftz", "lm": MODELS / "lm.npz",
+           "reference": MODELS / "reference.ftz", "dsir": MODELS / "dsir.npz"}
 SCORE_EDGES = [i / 20 for i in range(21)]
 
 
 def resolve_model(value: str) -> Path:
-    """A shipped model's name (web, edu, lm) or a path. Recipes and the CLI turn every path param into
+    """A shipped model's name (web, edu, lm, reference, dsir) or a path. Recipes and the CLI turn every path param into
     an absolute path, so a bare shipped name arrives as <dir>/<name>: its last part decides. A URL
     (s3://...) is read from its local copy (pipeline/storage.py), made once per object version."""
     from assay.pipeline import storage
@@ -53,7 +57,7 @@ def _put(stage: MapStage, table: pa.Table, column: str, values: np.ndarray) -> p
 
 
 class FastTextParams(Params):
-    model: str = Field("web", description="Shipped model name (web, edu) or a .bin/.ftz path from `assay quality train`")
+    model: str = Field("web", description="Shipped model name (web, edu, reference) or a .bin/.ftz path from `assay quality train`")
     name: str = Field("fasttext", pattern=r"^[a-z][a-z0-9_]*$", description="Writes quality_<name>")
     positive: str = Field("hq", description="The positive label of a binary model (graded models use the expected grade)")
     max_chars: int = Field(20_000, ge=1, description="Judge each document by its first max_chars characters (the "
@@ -129,6 +133,42 @@ class LMScorer(MapStage):
     def process(self, table: pa.Table) -> pa.Table:
         self.ensure_setup()
         table = _put(self, table, "quality_lm", self.model.score(T.text_column(table)))
+        return with_rejects(table, [None] * table.num_rows)
+
+
+class DSIRParams(Params):
+    model: str = Field("dsir", description="Shipped importance model (dsir) or an .npz from dsir.Importance.save")
+
+
+@register("quality.dsir")
+class DSIRScorer(MapStage):
+    """Importance towards a target distribution (DSIR / Moore-Lewis): the log-likelihood ratio per token
+    of hashed word and bigram bag models, target against raw pool, squashed to quality_dsir in [0, 1].
+    The shipped target is documentation and explanatory prose (quality/data/reference.jsonl.gz), never
+    an evaluation item.
+
+    Example: assay quality dsir runs/x/in runs/x/scored
+    """
+
+    Params = DSIRParams
+    reads = {"model": "file"}
+    columns = {"quality_dsir": pa.float32()}
+    batch_rows = 10_000
+
+    def read_files(self) -> dict[str, list[str]]:
+        return {"model": [str(resolve_model(self.params.model))]}
+
+    def setup(self) -> None:
+        from .dsir import Importance
+
+        self.model = Importance.load(resolve_model(self.params.model))
+
+    def teardown(self) -> None:
+        self.model = None
+
+    def process(self, table: pa.Table) -> pa.Table:
+        self.ensure_setup()
+        table = _put(self, table, "quality_dsir", self.model.score(T.text_column(table)))
         return with_rejects(table, [None] * table.num_rows)
 
 

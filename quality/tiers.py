@@ -7,6 +7,12 @@ within ties) and an integer bucket 0-19. The ensemble of percentiles (max by def
 mean, median vote or min selectable) gives `quality_score`; its bucket and the tier cut-offs give
 `tier`. Nothing is dropped.
 
+Value scorers (`value`: quality_reference and quality_dsir in the shipped calibration) do not vote in
+that ensemble: the junk detectors (web fastText, reference LM, code rules) decide which documents pass
+into the top three tiers, and among those that pass the mean of the value scorers' percentiles orders
+them into High, Medium-High and Medium. A bag-of-words value score cannot tell shuffled words from
+prose, so it must not lift junk; a junk detector cannot tell an explanation from a news brief.
+
 `quality.calibrate` fits on the corpus it tiers (fit-then-apply); `quality.tiers` applies a saved
 calibration (the shipped one by default) to any later corpus.
 """
@@ -39,6 +45,8 @@ class TierOptions(Params):
     scorers: list[str] = Field(default_factory=list, description="quality_<name> columns to combine, by name (empty = all calibrated ones present)")
     ensemble: Ensemble | None = Field(None, description="How scorer percentiles combine: max, mean, vote (median) or min (default: the calibration's)")
     cutoffs: dict[str, int] | None = Field(None, description="Lowest bucket (0-19) of High, Medium-High, Medium, Medium-Low (default: the calibration's)")
+    value: list[str] | None = Field(None, description="Value scorers: they order the documents that pass into the top three "
+                                    "tiers instead of voting in the ensemble (default: the calibration's; [] = none)")
 
     @field_validator("cutoffs")
     @classmethod
@@ -58,20 +66,33 @@ def score_columns(table: pa.Table) -> list[str]:
                   and c != "quality_bucket")
 
 
+def _empty_joint() -> dict:
+    return {"key": np.zeros(0, np.uint64), "w": np.zeros(0), "scores": {}, "group": np.zeros(0, dtype=object)}
+
+
+def group_values(table: pa.Table, column: str | None) -> np.ndarray:
+    """Each document's value of the `within` column as a string ('' when missing or null)."""
+    if not column or column not in table.column_names:
+        return np.full(table.num_rows, "", dtype=object)
+    values = pc.cast(table.column(column), pa.string()) if table.column(column).type != pa.string() else table.column(column)
+    return np.asarray(pc.fill_null(values, "").to_numpy(zero_copy_only=False), dtype=object)
+
+
 def fit_histograms(table: pa.Table, scorers: list[str], state: dict | None, sample: float = 1.0,
-                   weights: np.ndarray | None = None) -> dict:
+                   weights: np.ndarray | None = None, within: str | None = None) -> dict:
     """Add the batch's token-weighted score histograms to `state` (name -> [BINS] weights) and its rows
-    to the joint sample."""
+    (scores, and their `within` group) to the joint sample."""
     state = state if state is not None else {}
     weights = approx_tokens(table) if weights is None else weights
     if sample < 1.0:
         weights = weights * (_id_fraction(table) < sample)
-    joint = state.setdefault(JOINT, {"key": np.zeros(0, np.uint64), "w": np.zeros(0), "scores": {}})
+    joint = state.setdefault(JOINT, _empty_joint())
     key = _id_key(table)
     keep = weights > 0
     n_old = len(joint["key"])
     joint["key"] = np.concatenate([joint["key"], key[keep]])
     joint["w"] = np.concatenate([joint["w"], weights[keep]])
+    joint["group"] = np.concatenate([joint.get("group", np.full(n_old, "", dtype=object)), group_values(table, within)[keep]])
     for name in scorers or score_columns(table):
         column = f"quality_{name}"
         if column not in table.column_names:
@@ -98,6 +119,7 @@ def _trim(joint: dict) -> None:
     order = np.argsort(joint["key"], kind="stable")[:JOINT_ROWS]
     joint["key"], joint["w"] = joint["key"][order], joint["w"][order]
     joint["scores"] = {k: v[order] for k, v in joint["scores"].items()}
+    joint["group"] = joint["group"][order]
 
 
 def _id_key(table: pa.Table) -> np.ndarray:
@@ -115,7 +137,7 @@ def _id_fraction(table: pa.Table) -> np.ndarray:
 
 def merge_histograms(states: list[dict | None]) -> dict:
     """Several fit_histograms states as one: histograms added, joint samples merged (and trimmed)."""
-    merged: dict[str, Any] = {JOINT: {"key": np.zeros(0, np.uint64), "w": np.zeros(0), "scores": {}}}
+    merged: dict[str, Any] = {JOINT: _empty_joint()}
     for state in states:
         for name, hist in (state or {}).items():
             if name == JOINT:
@@ -126,7 +148,8 @@ def merge_histograms(states: list[dict | None]) -> dict:
 
 
 def make_calibration(states: list[dict], ensemble: str = "max", cutoffs: dict[str, int] | None = None,
-                     scorers: list[str] | None = None) -> dict[str, Any]:
+                     scorers: list[str] | None = None, value: list[str] | None = None,
+                     within: str | None = None) -> dict[str, Any]:
     merged = merge_histograms(states)
     joint = merged.pop(JOINT)
     out: dict[str, Any] = {"version": 1, "bins": BINS, "buckets": BUCKETS, "ensemble": ensemble,
@@ -148,7 +171,10 @@ def make_calibration(states: list[dict], ensemble: str = "max", cutoffs: dict[st
         raise UserError("calibration found no quality_<name> scores; run the scorers first")
     # Second level: the ensemble's own token-weighted percentiles, so quality_score is uniform over the
     # reference whichever combination is chosen, and the tier cut-offs mean shares of it.
-    names = sorted(out["scorers"])
+    out["value_scorers"] = sorted(n for n in (value or []) if n in out["scorers"])
+    names = [n for n in sorted(out["scorers"]) if n not in out["value_scorers"]]
+    if not names:
+        raise UserError("every calibrated scorer is a value scorer; the ensemble needs at least one other")
     pct = np.full((len(joint["key"]), len(names)), np.nan)
     for j, name in enumerate(names):
         values = joint["scores"].get(name)
@@ -164,6 +190,8 @@ def make_calibration(states: list[dict], ensemble: str = "max", cutoffs: dict[st
         mid = (np.concatenate(([0.0], cdf[:-1])) + cdf) / 2
         out["ensembles"][method] = [round(float(x), 6) for x in mid]
     out["reference_docs"] = int(len(joint["key"]))
+    if within:
+        out["within"] = {"column": within, "groups": _group_cdfs(out, joint)}
     return out
 
 
@@ -171,6 +199,7 @@ def _merge_joint(into: dict, part: dict) -> None:
     n_old, n_new = len(into["key"]), len(part["key"])
     into["key"] = np.concatenate([into["key"], part["key"]])
     into["w"] = np.concatenate([into["w"], part["w"]])
+    into["group"] = np.concatenate([into["group"], part.get("group", np.full(n_new, "", dtype=object))])
     for name in set(into["scores"]) | set(part["scores"]):
         a = into["scores"].get(name, np.full(n_old, np.nan))
         b = part["scores"].get(name, np.full(n_new, np.nan))
@@ -197,6 +226,59 @@ def combine(pct: np.ndarray, method: str) -> np.ndarray:
     return np.where(have, value, 0.0)
 
 
+def _percentiles(known: dict, names: list[str], column) -> np.ndarray:
+    """[docs, scorers] token-weighted reference percentiles of raw scores (NaN = no score); `column(name)`
+    gives a scorer's values as a float array with NaN for missing."""
+    first = column(names[0]) if names else np.zeros(0)
+    pct = np.full((len(first), len(names)), np.nan)
+    for j, name in enumerate(names):
+        values = column(name)
+        valid = ~np.isnan(values)
+        bins = np.clip((np.nan_to_num(values) * BINS).astype(np.int64), 0, BINS - 1)
+        pct[valid, j] = np.asarray(known[name]["percentile"])[bins[valid]]
+    return pct
+
+
+def _scores(pct: np.ndarray, names: list[str], calibration: dict, opts: TierOptions) -> np.ndarray:
+    """quality_score before any `within` calibration: the voters' ensemble through its own percentiles,
+    then, above the Medium cut-off, the value scorers' order."""
+    ensemble = opts.ensemble or calibration.get("ensemble", "max")
+    fitted_value = set(calibration.get("value_scorers", []))
+    value = set(fitted_value if opts.value is None else opts.value)
+    if value - fitted_value:
+        raise UserError(f"value scorer(s) {sorted(value - fitted_value)} were voters when the ensemble was fitted; "
+                        "calibrate again with them as value scorers")
+    voters = [j for j, n in enumerate(names) if n not in fitted_value]
+    raw = combine(pct[:, voters], ensemble)
+    cdf = calibration.get("ensembles", {}).get(ensemble)
+    score = np.asarray(cdf)[np.clip((raw * BINS).astype(np.int64), 0, BINS - 1)] if cdf else raw
+    cut = opts.cutoffs or calibration.get("cutoffs") or DEFAULT_CUTOFFS
+    ordering = [j for j, n in enumerate(names) if n in value]
+    if ordering:  # the documents that pass into the top three: ordered there by the value scorers
+        floor = cut["Medium"] / BUCKETS
+        merit = np.nan_to_num(combine(pct[:, ordering], "mean"), nan=0.0)
+        score = np.where(score >= floor, np.minimum(floor + merit * (1 - floor), 1 - 1e-9), score)
+    return score
+
+
+def _cdf(values: np.ndarray, weights: np.ndarray) -> list[float]:
+    """Token-weighted mid-rank percentile of each of BINS bins of a score in [0, 1]."""
+    hist = np.bincount(np.clip((values * BINS).astype(np.int64), 0, BINS - 1), weights=weights, minlength=BINS)
+    cdf = np.cumsum(hist) / max(hist.sum(), 1e-12)
+    return [round(float(x), 6) for x in (np.concatenate(([0.0], cdf[:-1])) + cdf) / 2]
+
+
+def _group_cdfs(calibration: dict, joint: dict) -> dict[str, list[float]]:
+    """Per value of the `within` column: the percentiles of quality_score among that group's documents
+    of the joint sample, so each group fills every tier in the same token share."""
+    names = sorted(calibration["scorers"])
+    pct = _percentiles(calibration["scorers"], names,
+                       lambda n: joint["scores"].get(n, np.full(len(joint["key"]), np.nan)).astype(np.float64))
+    score = _scores(pct, names, calibration, TierOptions())
+    return {str(g): _cdf(score[joint["group"] == g], joint["w"][joint["group"] == g])
+            for g in sorted(set(joint["group"].tolist()))}
+
+
 def assign(table: pa.Table, calibration: dict, opts: TierOptions) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """(quality_score, bucket, tier index 0=High..4=Low, scorers used) per document."""
     known = calibration["scorers"]
@@ -206,23 +288,26 @@ def assign(table: pa.Table, calibration: dict, opts: TierOptions) -> tuple[np.nd
         raise UserError(f"no calibration for scorer(s) {missing}; calibrated: {', '.join(sorted(known))}")
     if not names:
         raise UserError(f"none of the calibrated scorers ({', '.join(sorted(known))}) has a column in the input")
-    n = table.num_rows
-    pct = np.full((n, len(names)), np.nan)
-    for j, name in enumerate(names):
-        col = table.column(f"quality_{name}")
-        valid = ~np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        values = np.nan_to_num(col.to_numpy(zero_copy_only=False).astype(np.float64), nan=0.0)
-        bins = np.clip((values * BINS).astype(np.int64), 0, BINS - 1)
-        pct[valid, j] = np.asarray(known[name]["percentile"])[bins[valid]]
-    ensemble = opts.ensemble or calibration.get("ensemble", "max")
     if opts.scorers and set(names) != set(known):
         raise UserError("the ensemble's percentiles were fitted on all calibrated scorers; calibrate again to combine a subset")
-    raw = combine(pct, ensemble)
-    cdf = calibration.get("ensembles", {}).get(ensemble)
-    score = np.asarray(cdf)[np.clip((raw * BINS).astype(np.int64), 0, BINS - 1)] if cdf else raw
+
+    def column(name: str) -> np.ndarray:
+        col = table.column(f"quality_{name}")
+        values = col.to_numpy(zero_copy_only=False).astype(np.float64)
+        return np.where(np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool), np.nan,
+                        np.nan_to_num(values, nan=0.0))
+
+    score = _scores(_percentiles(known, names, column), names, calibration, opts)
+    within = calibration.get("within")
+    if within:  # each group's own percentiles; a group the fit never saw keeps the pooled score
+        groups = group_values(table, within["column"])
+        bins = np.clip((score * BINS).astype(np.int64), 0, BINS - 1)
+        for g, cdf in within["groups"].items():
+            sel = groups == g
+            score[sel] = np.asarray(cdf)[bins[sel]]
     bucket = np.minimum((score * BUCKETS).astype(np.int64), BUCKETS - 1)
     cut = opts.cutoffs or calibration.get("cutoffs") or DEFAULT_CUTOFFS
-    tier = np.full(n, len(TIERS) - 1, dtype=np.int64)
+    tier = np.full(len(score), len(TIERS) - 1, dtype=np.int64)
     for i, name in reversed(list(enumerate(TIERS[:-1]))):
         tier[bucket >= cut[name]] = i
     return score, bucket, tier, names
@@ -246,6 +331,14 @@ def write_tiers(stage: MapStage, table: pa.Table, calibration: dict, opts: TierO
             if sel.any():
                 stage.stats.count(f"tier_docs.{src}.{name}", int(sel.sum()))
                 stage.stats.count(f"tier_tokens.{src}.{name}", float(tokens[sel].sum()))
+    within = calibration.get("within")
+    if within:  # the mix of the within column before (all tiers) and after (each tier) tiering
+        groups = group_values(table, within["column"])
+        for g in np.unique(groups):
+            for i, name in enumerate(TIERS):
+                sel = (groups == g) & (tier == i)
+                if sel.any():
+                    stage.stats.count(f"mix_tokens.{within['column']}={g or '?'}.{name}", float(tokens[sel].sum()))
     stage.stats.histogram("quality_bucket", bucket, list(range(BUCKETS + 1)))
     stage.stats.histogram("quality_score", score, [i / 20 for i in range(21)])
     return table
@@ -253,6 +346,10 @@ def write_tiers(stage: MapStage, table: pa.Table, calibration: dict, opts: TierO
 
 class CalibrateParams(TierOptions):
     sample: float = Field(1.0, gt=0, le=1, description="Share of documents (by id hash) the fit reads, for large corpora")
+    within: str | None = Field(None, pattern=r"^[a-z_][a-z0-9_]*$",
+                               description="A column (content_type, source, domain, topic, ...): quality.calibrate "
+                               "fits the tiers within each of its values, so every one keeps its share of tokens in "
+                               "each tier and tiering does not reshape the mixture (default: one calibration for all)")
 
 
 @register("quality.calibrate")
@@ -268,13 +365,14 @@ class Calibrate(FitApplyStage):
     columns = TIER_COLUMNS
 
     def fit(self, table: pa.Table, state: Any) -> Any:
-        return fit_histograms(table, self.params.scorers, state, self.params.sample)
+        return fit_histograms(table, self.params.scorers, state, self.params.sample, within=self.params.within)
 
     def combine(self, states: list[Any]) -> Any:
         return merge_histograms(states)
 
     def reduce(self, states: list[Any]) -> Any:
-        return make_calibration(states, self.params.ensemble or "max", self.params.cutoffs, self.params.scorers or None)
+        return make_calibration(states, self.params.ensemble or "max", self.params.cutoffs, self.params.scorers or None,
+                                self.params.value, self.params.within)
 
     def apply(self, table: pa.Table, artifact: Any) -> pa.Table:
         return with_rejects(write_tiers(self, table, artifact, self.params), [None] * table.num_rows)
