@@ -42,7 +42,7 @@ from assay.pipeline.storage import as_path, is_url
 
 TIERS = ("High", "Medium-High", "Medium", "Medium-Low", "Low")
 ROLES = ("context", "scaffold", "system", "user", "assistant", "tool")
-META_FIELDS = ("content_type", "lang", "domain", "source", "url")
+META_FIELDS = ("content_type", "lang", "domain", "topic", "source", "url")  # topic: quality.topics writes it
 # What a built mixture's folder holds beside its stages (build.py): no stage id may name one of them.
 BUILD_FILES = ("tokenizer", "tokenizer.json", "plan.json", "report.html")
 
