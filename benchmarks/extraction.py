@@ -34,7 +34,9 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "extraction"
+# ../shared beside the checkout (/work/main), or two levels up from a worktree (/work/wt/NAME).
+DATA = next((p / "shared" / "data" / "extraction" for p in (ROOT.parent, ROOT.parent.parent)
+             if (p / "shared" / "data" / "extraction").is_dir()), ROOT.parent / "shared" / "data" / "extraction")
 RESULTS = ROOT / "benchmarks" / "results" / "extraction.json"
 
 # ---- AEB scoring -------------------------------------------------------------------------------

@@ -140,6 +140,7 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
     if tree is None:
         return None, 0, {}, None, []
     title = _title(tree)
+    _show_noscript(tree)
     # Math markup is rare; substring tests on the raw text are much cheaper than the rewrite's XPaths.
     if passes is None:
         passes = math_passes(html if utf8 is None else utf8)  # the bytes: no second copy of a wide string
@@ -177,6 +178,24 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
     posts = thread_posts(tree, found)  # forum/Q&A candidates; whether the page is a thread is decided later
     _loose_text_paragraphs(posts)
     return _main_region(tree, bodies), n_math, code_blocks, title, posts
+
+
+_NOSCRIPT_MIN = 500  # characters of text in a <noscript> that can be a page's content
+_VISIBLE_TEXT = "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript or ancestor::template)]"
+
+
+def _show_noscript(tree) -> None:
+    """A page whose visible body is (almost) empty of text and whose text is in a `<noscript>`
+    (Discourse serves its posts to crawlers that way; the app draws them with a script): that
+    `<noscript>` is the page, so it becomes a `<div>` rather than being dropped with the others."""
+    found = [(len(n.text_content()), n) for n in tree.iter("noscript")]
+    big = [n for chars, n in found if chars >= _NOSCRIPT_MIN]
+    if not big:
+        return
+    visible = sum(len(t.strip()) for t in tree.xpath(_VISIBLE_TEXT))
+    if visible < 0.1 * max(chars for chars, _ in found):
+        for n in big:
+            n.tag = "div"
 
 
 try:  # the formula gate's library (math.py): its SIMD search, not str's, over a page of wide characters

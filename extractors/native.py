@@ -55,7 +55,7 @@ from __future__ import annotations
 import re
 
 from .native_measure import Measures, _is_cjk
-from .native_prune import _prune
+from .native_prune import _prune_all
 from .native_select import _in_small_forms, _score_candidates, _selection
 from .native_shape import (_cut_before_headline, _cut_teaser_runs, _cut_teasers, _drop_captioned_images, _drop_headline,
                            _trim_head)
@@ -98,8 +98,7 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
     if not keep_all:
         _cut_teaser_runs(chosen, m)
         _cut_teasers(chosen, m, title)  # before pruning, which drops the short heading alone ("Related")
-    for el in chosen:
-        _prune(el, m, body_chars, keep_all)
+    _prune_all(chosen, m, body_chars, keep_all)
     if not keep_all:
         _trim_head(chosen, m, body_chars)
         _drop_captioned_images(chosen, m)

@@ -1,0 +1,39 @@
+"""mode=native on pages that are not articles (WCXB's page types, #44): each test is a collapse
+pattern seen on the dev sample, written as a page of our own that failed before the fix."""
+from assay.extractors.html import extract_html
+
+SENT = ("The committee met on Tuesday to discuss the budget, and after a long debate it agreed to fund the new "
+        "library, the repairs to the bridge, and a study of the harbour. ")
+NAV = "<nav><a href='/'>Home</a> <a href='/news'>News</a> <a href='/about'>About us</a></nav>"
+
+
+def native(html: str) -> dict:
+    return extract_html({"html": html, "mode": "native"})
+
+
+def test_posts_inside_noscript_are_read_when_the_visible_body_has_no_text():
+    # Discourse: the app draws the thread with a script; crawlers get the posts inside <noscript>.
+    posts = "".join(f"<div class='topic-body crawler-post'><div class='post' itemprop='text'><p>Reply {i}. {SENT}</p>"
+                    "</div></div>" for i in range(4))
+    html = (f"<html><body><noscript>Please enable JavaScript.</noscript><section id='main'></section>"
+            f"<noscript data-path='/t/budget/1'><div id='main-outlet'><h1>Budget thread</h1>{posts}</div></noscript>"
+            "<script>app.boot()</script></body></html>")
+    text = native(html)["text"]
+    assert all(f"Reply {i}." in text for i in range(4))
+    # A page with visible text keeps dropping its <noscript> (a tracking pixel's note, an ad's fallback).
+    html = (f"<html><body><article>{''.join(f'<p>Paragraph {i}. {SENT}</p>' for i in range(6))}</article>"
+            f"<noscript><div>{'Enable scripts to see our recommended stories and offers. ' * 12}</div></noscript>"
+            "</body></html>")
+    text = native(html)["text"]
+    assert "Paragraph 5." in text and "Enable scripts" not in text
+
+
+def test_a_page_builder_body_is_not_pruned_to_nothing():
+    # Elementor names every block of a body `elementor-widget ...` with an id of its own, each in a
+    # column of its own: each reads as a small widget, named against; together they are the page.
+    blocks = "".join(f"<div class='col'><div class='widget widget-text el-{i}a{i}f'><h2>Service {i}</h2>"
+                     f"<p>Offer {i}. {SENT}</p></div></div>" for i in range(6))
+    html = (f"<html><head><title>Our services</title></head><body>{NAV}<main id='content'><div class='builder'>"
+            f"{blocks}</div></main></body></html>")
+    text = native(html)["text"]
+    assert all(f"Offer {i}." in text for i in range(6))
