@@ -441,12 +441,17 @@ def _fast(tree, code_blocks, include_comments: bool, posts: list):
     return text.strip(), stats
 
 
-def _native(tree, code_blocks, include_comments: bool, posts: list, title: str | None, ascii_only: bool):
+_REGION_SHARE = 0.45  # of the page's text: less came out, and the main region is looked at (WCXB tune split)
+_REGION_GAIN = 2.0
+
+
+def _native(tree, code_blocks, include_comments: bool, posts: list, title: str | None, ascii_only: bool, again=None):
     from .markdown import html_to_markdown
     from .native import select
     from .threads import is_thread, thread_region
 
-    text, stats = html_to_markdown(select(tree, title=title, ascii_only=ascii_only), code_blocks)
+    info: dict = {}
+    text, stats = html_to_markdown(select(tree, title=title, ascii_only=ascii_only, info=info), code_blocks)
     # Thread page: the selection is mostly one post of many; every post is content (see _precise).
     # Selection and pruning removed nodes, so the posts still in the tree are taken again.
     if include_comments and posts:
@@ -460,6 +465,16 @@ def _native(tree, code_blocks, include_comments: bool, posts: list, title: str |
             # teaser cards beside a short article (a blog's related posts), not a thread.
             if len(posts_text) >= len(text) or 2 * len(posts_text) >= posts_chars:
                 text, stats = posts_text, posts_stats
+    if again is not None and len(text) < _REGION_SHARE * info["page_chars"]:
+        # A small share of the page came out: a listing's cards pruned as teasers, a collection cut
+        # to its intro. A second look, on a fresh tree (the first was pruned in place), at the page's
+        # main region; kept when it holds more.
+        tree2, _, _, _, _ = again()
+        if tree2 is not None:
+            chosen = select(tree2, title=title, ascii_only=ascii_only, region=True, info=info)
+            text2, stats2 = html_to_markdown(chosen, code_blocks) if chosen else ("", None)
+            if len(text2) >= _REGION_GAIN * len(text):  # a real gain, not teasers beside a short article
+                text, stats = text2, stats2
     return text, stats
 
 
@@ -488,7 +503,8 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
         text, stats = _fast(tree, code_blocks, item.get("include_comments", True), posts)
     elif mode == "native":
         text, stats = _native(tree, code_blocks, item.get("include_comments", True), posts, title,
-                              html.isascii() and "&#" not in html)  # no character reference to a CJK letter
+                              html.isascii() and "&#" not in html,  # no character reference to a CJK letter
+                              lambda: _prepare(html, item.get("math_passes"), utf8, True))
     else:
         text, stats = _precise(tree, code_blocks, item.get("include_comments", True), posts)
     meta: dict[str, Any] = {"charset": charset, "extractor": f"assay-{mode}"}

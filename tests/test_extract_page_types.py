@@ -37,3 +37,15 @@ def test_a_page_builder_body_is_not_pruned_to_nothing():
             f"{blocks}</div></main></body></html>")
     text = native(html)["text"]
     assert all(f"Offer {i}." in text for i in range(6))
+
+
+def test_a_listing_is_not_cut_down_to_its_intro_line():
+    # A job board: one sentence of intro, then cards of short fields (title, company, place, pay),
+    # none of them a paragraph. The cards are the page.
+    cards = "".join(f"<li class='job'><a href='/jobs/{i}'><h3>Senior engineer number {i}</h3></a><div>Company {i}</div>"
+                    f"<div>Remote, anywhere in the world</div><div>Full-time</div><div>$50,000 - $74,999 USD</div></li>"
+                    for i in range(12))
+    html = (f"<html><head><title>Remote jobs</title></head><body>{NAV}<div class='page'><div class='intro'><p>{SENT}</p>"
+            f"</div><ul class='jobs'>{cards}</ul></div></body></html>")
+    text = native(html)["text"]
+    assert all(f"Company {i}" in text for i in range(12)) and "$50,000" in text
