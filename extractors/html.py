@@ -498,7 +498,11 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
     mode = item.get("mode", "native")
     tree, n_math, code_blocks, title, posts = _prepare(html, item.get("math_passes"), utf8, mode == "native")
     if tree is None:
-        return {"text": "", "title": None, "meta": {"charset": charset}}
+        return {"text": "", "title": None, "meta": {"charset": charset, "page_type": "other"}}
+    from .page_type import classify, features, tag_counts
+
+    counts = tag_counts(tree)  # before selection prunes the tree
+    page_chars = int(tree.xpath("string-length(normalize-space(.))"))
     if mode == "fast":
         text, stats = _fast(tree, code_blocks, item.get("include_comments", True), posts)
     elif mode == "native":
@@ -516,4 +520,9 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
         if stats.code_langs:
             meta["code_langs"] = sorted(set(stats.code_langs))
     meta["html_chars"] = len(html)
-    return {"text": text or "", "title": title, "meta": meta}
+    found = features(html, counts, len(posts), text or "", page_chars)
+    meta["page_type"] = classify(found) if text else "other"  # nothing extracted: no page to tell
+    result = {"text": text or "", "title": title, "meta": meta}
+    if item.get("page_type_features"):  # for benchmarks/page_type_train.py
+        result["page_type_features"] = found
+    return result

@@ -49,3 +49,22 @@ def test_a_listing_is_not_cut_down_to_its_intro_line():
             f"</div><ul class='jobs'>{cards}</ul></div></body></html>")
     text = native(html)["text"]
     assert all(f"Company {i}" in text for i in range(12)) and "$50,000" in text
+
+
+def test_every_document_is_tagged_with_a_page_type_from_its_structure():
+    product = ("<html><head><title>Blue kettle</title><script type='application/ld+json'>"
+               '{"@context": "https://schema.org", "@type": "Product", "name": "Blue kettle", "offers": '
+               '{"@type": "Offer", "price": "39.00", "priceCurrency": "USD"}}</script>'
+               "<link rel='canonical' href='https://shop.example/products/blue-kettle'></head><body>"
+               f"{NAV}<main><h1>Blue kettle</h1><div class='price'>$39.00</div><p>{SENT}</p>"
+               "<button>Add to cart</button><div>In stock</div><h2>Reviews</h2></main></body></html>")
+    posts = "".join(f"<div class='post' itemscope itemtype='https://schema.org/DiscussionForumPosting'>"
+                    f"<span itemprop='author'>user{i}</span><div itemprop='text'><p>Reply {i}. {SENT}</p></div></div>"
+                    for i in range(5))
+    forum = ("<html><head><title>Budget thread</title><link rel='canonical' href='https://forum.example/t/budget/123'>"
+             f"</head><body>{NAV}<h1>Budget thread</h1>{posts}</body></html>")
+    assert native(product)["meta"]["page_type"] == "product"
+    assert native(forum)["meta"]["page_type"] == "forum"
+    for mode in ("precise", "fast"):
+        assert extract_html({"html": forum, "mode": mode})["meta"]["page_type"] == "forum"
+    assert native("<html><body></body></html>")["meta"].get("page_type", "other") == "other"
