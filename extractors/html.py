@@ -146,6 +146,7 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
         passes = math_passes(html if utf8 is None else utf8)  # the bytes: no second copy of a wide string
     n_math = rewrite_math(tree, passes) if passes else 0
     hidden, found, bodies, gutters = _scan(tree, native)
+    hidden = _truly_hidden(tree, hidden)
     for el in hidden:
         if el.getparent() is not None and el.tag not in ("html", "body"):
             el.drop_tree()  # keeps the tail: the text after a hidden anchor is content
@@ -196,6 +197,36 @@ def _show_noscript(tree) -> None:
     if visible < 0.1 * max(chars for chars, _ in found):
         for n in big:
             n.tag = "div"
+
+
+_HIDDEN_BULK = 0.5  # of the page's text: a hidden element holding this much is the page, shown by a script
+_STRING_LENGTH = None
+
+
+def _truly_hidden(tree, hidden: list) -> list:
+    """The hidden elements (`_scan`) to drop, less a `hidden`/`aria-hidden` element that holds the
+    bulk of the page's text: React's streamed segment (`<div hidden id="S:1">`, moved into place by
+    a script), a shop's `<main aria-hidden=true>` under a menu drawer. Never a dialog, a landmark or
+    a block hidden by its class: those are hidden for good."""
+    global _STRING_LENGTH
+    body = tree.find("body")
+    if not hidden or body is None:
+        return hidden
+    from lxml import etree
+
+    if _STRING_LENGTH is None:
+        _STRING_LENGTH = etree.XPath("string-length(.)")
+    page = None
+    shown = set()
+    for el in hidden:
+        if el.get("hidden") is None and el.get("aria-hidden") != "true" or el.tag in ("nav", "footer", "aside") or \
+                el.get("role") or el.get("aria-modal") or script_hidden(el.get("class") or ""):
+            continue
+        if page is None:
+            page = _STRING_LENGTH(body) - sum(_STRING_LENGTH(s) for s in body.iter("script", "style", "template"))
+        if _STRING_LENGTH(el) - sum(_STRING_LENGTH(s) for s in el.iter("script", "style", "template")) >= _HIDDEN_BULK * page:
+            shown.add(el)
+    return [el for el in hidden if el not in shown] if shown else hidden
 
 
 try:  # the formula gate's library (math.py): its SIMD search, not str's, over a page of wide characters

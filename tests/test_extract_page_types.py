@@ -68,3 +68,19 @@ def test_every_document_is_tagged_with_a_page_type_from_its_structure():
     for mode in ("precise", "fast"):
         assert extract_html({"html": forum, "mode": mode})["meta"]["page_type"] == "forum"
     assert native("<html><body></body></html>")["meta"].get("page_type", "other") == "other"
+
+
+def test_main_text_in_a_hidden_wrapper_is_read_when_it_is_the_bulk_of_the_page():
+    # React streams the page's body in a `<div hidden id="S:1">` that a script moves into place; a
+    # shop hides its <main> with aria-hidden under a menu drawer. A small hidden block stays dropped.
+    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(6))
+    note = "<div hidden><p>A hidden note about cookies and offers, shown by a script, which is not content.</p></div>"
+    for wrapper in (f"<div hidden id='S:1'><article>{body}</article></div>",
+                    f"<main aria-hidden='true'><article>{body}</article></main>"):
+        html = (f"<html><head><title>Budget</title></head><body>{NAV}<template id='B:1'></template><p>Loading...</p>"
+                f"{note}{wrapper}</body></html>")
+        text = native(html)["text"]
+        assert "Paragraph 0." in text and "Paragraph 5." in text and "hidden note" not in text
+    dialog = (f"<html><body>{NAV}<article><p>Paragraph 0. {SENT}</p></article>"
+              f"<div role='dialog' aria-hidden='true'>{body}</div></body></html>")
+    assert "Paragraph 5." not in native(dialog)["text"]
