@@ -163,6 +163,7 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
             quote.tag = "div"
             post_quotes.append(quote)
     _loose_text_paragraphs(post_quotes)
+    _open_swallowing_buttons(tree)
     etree.strip_elements(tree, *_DROP_TAGS, etree.Comment, with_tail=False)
     code_blocks: dict[str, CodeBlock] = {}
     for pre in list(tree.iter("pre")):  # a list: _unwrap_code moves blocks
@@ -197,6 +198,24 @@ def _show_noscript(tree) -> None:
     if visible < 0.1 * max(chars for chars, _ in found):
         for n in big:
             n.tag = "div"
+
+
+_BUTTON_TEXT = 300  # characters: more than a button's label
+
+
+def _open_swallowing_buttons(tree) -> None:
+    """A `<button>` holding more than a label's text is not dropped with the page's controls but
+    kept as a block: libxml2 does not close an unclosed `<button>` at the next one (an HTML5 parser
+    does), so one misnested button swallows the rest of the page; and accordions put a section's
+    text in theirs."""
+    from lxml import etree
+
+    global _STRING_LENGTH
+    if _STRING_LENGTH is None:
+        _STRING_LENGTH = etree.XPath("string-length(.)")
+    for button in list(tree.iter("button")):
+        if _STRING_LENGTH(button) > _BUTTON_TEXT:
+            button.tag = "div"
 
 
 _HIDDEN_BULK = 0.5  # of the page's text: a hidden element holding this much is the page, shown by a script
@@ -506,7 +525,29 @@ def _native(tree, code_blocks, include_comments: bool, posts: list, title: str |
             text2, stats2 = html_to_markdown(chosen, code_blocks) if chosen else ("", None)
             if len(text2) >= _REGION_GAIN * len(text):  # a real gain, not teasers beside a short article
                 text, stats = text2, stats2
-    return text, stats
+    return _dedup_blocks(text), stats
+
+
+_DEDUP_MIN = 40  # characters: shorter repeated lines ("Reply", "Share", a signature) are left alone
+
+
+def _dedup_blocks(text: str) -> str:
+    """The text without a paragraph it already holds: a page that prints a block twice (a post's
+    mobile and desktop copies, a question quoted again above its answers, a Q&A page's JSON-LD and
+    its markup) keeps it once. Code blocks are never touched: a listing may repeat a line."""
+    if text.count("\n\n") < 2:
+        return text
+    seen, out, fenced = set(), [], False
+    for block in text.split("\n\n"):
+        if block.count("```") % 2:
+            fenced = not fenced
+        key = " ".join(block.split())
+        if not fenced and "```" not in block and len(key) >= _DEDUP_MIN:
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(block)
+    return "\n\n".join(out)
 
 
 def _attached(el) -> bool:

@@ -1,7 +1,8 @@
 """`mode=native`'s fallback when the choice holds a small share of the page: listings and collections
 (a grid of product cards, a job board, a news front page) have no one block of running text, so the
-scoring picks their intro line or a single card. There the page's main region is taken instead: its
-`<main>` landmark (`role=main`), else the container whose children of one kind (tag and class) hold
+scoring picks their intro line or a single card; a docs index (a Sphinx toctree: links only) scores
+nothing but its footer. There the page's main region is taken instead: its `<main>` landmark
+(`role=main`), else the container around the choice whose children of one kind (tag and class) hold
 the most text: the cards."""
 from __future__ import annotations
 
@@ -20,9 +21,15 @@ def main_region(body, m: Measures, chosen: list) -> list:
     if not page or got >= _SMALL_SHARE * page:
         return chosen
     region = page_region(body, m)
-    if not region or m.total(region[0]) < 2 * got or not all(within(el, region[0]) for el in chosen):
-        return chosen  # a region elsewhere (a sidebar's list of teasers) is not the page's
-    return region
+    if not region or m.total(region[0]) < 2 * got:
+        return chosen
+    if not is_landmark(region[0]) and not all(within(el, region[0]) for el in chosen):
+        return chosen  # cards elsewhere (a sidebar's list of teasers) are not the page's
+    return region  # a landmark wins wherever the choice was (a docs index's footer beside its toctree)
+
+
+def is_landmark(el) -> bool:
+    return el.tag == "main" or el.get("role") == "main"
 
 
 def within(el, region) -> bool:

@@ -84,3 +84,42 @@ def test_main_text_in_a_hidden_wrapper_is_read_when_it_is_the_bulk_of_the_page()
     dialog = (f"<html><body>{NAV}<article><p>Paragraph 0. {SENT}</p></article>"
               f"<div role='dialog' aria-hidden='true'>{body}</div></body></html>")
     assert "Paragraph 5." not in native(dialog)["text"]
+
+
+def test_an_unclosed_button_does_not_swallow_the_page():
+    # libxml2 nests everything after an unclosed <button> inside it (an HTML5 parser closes it at the
+    # next one); dropping the page's buttons then dropped the page. A real button stays dropped.
+    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(6))
+    html = (f"<html><head><title>Budget</title></head><body>{NAV}<div class='bar'><button class='menu'>Menu"
+            f"<div class='page'><article>{body}</article></div><button>Subscribe now</button></div></body></html>")
+    text = native(html)["text"]
+    assert "Paragraph 0." in text and "Paragraph 5." in text and "Subscribe now" not in text
+
+
+def test_a_docs_index_is_its_toctree_not_its_footer():
+    # A Sphinx index page is a toctree: links only, nothing scores but the footer's sentences. The
+    # page's main landmark (div.body role=main) holding the bulk of the page wins.
+    toc = "".join(f"<li class='toctree-l1'><a class='reference internal' href='lib{i}.html'>{i}. Library module "
+                  f"number {i}: what it does</a><ul><li class='toctree-l2'><a class='reference internal' "
+                  f"href='lib{i}.html#a'>{i}.1. Functions and classes</a></li></ul></li>" for i in range(25))
+    html = ("<html><head><title>The Standard Library — documentation</title></head><body>"
+            "<div class='document'><div class='documentwrapper'><div class='bodywrapper'><div class='body' role='main'>"
+            "<section id='the-standard-library'><h1>The Standard Library</h1><p>While the reference manual "
+            f"describes the syntax, this library reference describes the standard library.</p><div class='toctree-wrapper'>"
+            f"<ul>{toc}</ul></div></section></div></div></div></div><div class='footer'>© Copyright 2001-2024, the "
+            "Software Foundation. This page is licensed under the Foundation License Version 2. Examples, recipes, "
+            "and other code in the documentation are additionally licensed under the Zero Clause BSD License. "
+            "Created using Sphinx 7.2.6.</div></body></html>")
+    text = native(html)["text"]
+    assert "Library module number 0" in text and "Library module number 24" in text
+
+
+def test_a_block_the_page_prints_twice_comes_out_once():
+    # A post's text printed twice inside the chosen block (a desktop and a mobile copy of the same
+    # summary; a question recapped above its answers): it is kept once. Short lines may repeat.
+    body = "".join(f"<p>Paragraph {i}. {SENT}</p>" for i in range(5))
+    summary = f"<p>In short: {SENT}</p>"
+    html = (f"<html><head><title>Budget</title></head><body>{NAV}<article><div class='d'>{summary}</div>{body}"
+            f"<div class='m'>{summary}</div><p>Reply</p><p>Reply</p></article></body></html>")
+    text = native(html)["text"]
+    assert text.count("In short:") == 1 and "Paragraph 4." in text and text.count("Reply") == 2
