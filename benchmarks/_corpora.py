@@ -31,7 +31,9 @@ from pathlib import Path
 from assay.trainer.known_order import _chunks, is_held_out
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+# ../shared beside the checkout (/work/main), or two levels up from a worktree (/work/wt/NAME).
+SHARED = next((p / "shared" / "data" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared" / "data").is_dir()),
+              ROOT.parent / "shared" / "data")
 if not SHARED.exists():  # a worktree one level deeper than the main checkout
     SHARED = ROOT.parents[1] / "shared" / "data"
 if not SHARED.exists():

@@ -11,6 +11,9 @@
 3. Forum and Q&A threads: the 103 magic-html forum pages, token precision/recall per page.
    newspaper4k's fixtures (benchmarks/_newspaper_pages.py: its sdist's test pages, fetched into .bench/):
    token precision/recall, aggregates only (`newspaper_fixtures`; never tuned on, in both splits' runs).
+3c. WCXB dev sample (../shared/data/extraction/wcxb-dev, 770 pages, 7 page types; benchmarks/wcxb.py):
+   word F1 as WCXB's evaluate.py, per page type, on the tune split (70% by id hash, tuned on) and the
+   check split (never tuned on); native's `page_type` tag, macro F1 against WCXB's labels.
 4. Math and code: formula recall and code recall on magic-html pages with formulas/<pre>, and per
    generated family (benchmarks/extraction_pages.py: real renderers, known LaTeX and code).
 5. Wall time through the CLI (`assay extract html DIR OUT --workers 1 --mode M`, M native and precise,
@@ -34,7 +37,9 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "extraction"
+# ../shared beside the checkout (/work/main), or two levels up from a worktree (/work/wt/NAME).
+DATA = next((p / "shared" / "data" / "extraction" for p in (ROOT.parent, ROOT.parent.parent)
+             if (p / "shared" / "data" / "extraction").is_dir()), ROOT.parent / "shared" / "data" / "extraction")
 RESULTS = ROOT / "benchmarks" / "results" / "extraction.json"
 
 # ---- AEB scoring -------------------------------------------------------------------------------
@@ -583,6 +588,33 @@ def _ensure_bench_deps() -> None:
                         str(ROOT / "benchmarks" / "requirements-extraction.txt")], check=True)
 
 
+def wcxb_scores(systems: dict) -> dict | None:
+    """Every system on the WCXB dev sample, interleaved page by page (benchmarks/wcxb.py)."""
+    import wcxb
+
+    if not (wcxb.WCXB / "manifest.tsv").exists():
+        return None
+    from assay.extractors.html import extract_html
+
+    pages = wcxb.load_pages("all")
+    outs = {name: {} for name in systems}
+    cpu = {name: 0.0 for name in systems}
+    tags = {}
+    for pid, pg in pages.items():
+        html = pg["html"]
+        for name, fn in systems.items():
+            t0 = time.process_time()
+            if name == "assay native":  # the same call as `assay("native")`, with the page_type kept
+                doc = extract_html({"html": html, "mode": "native"})
+                outs[name][pid], tags[pid] = doc["text"], doc["meta"]["page_type"]
+            else:
+                outs[name][pid] = fn(html)
+            cpu[name] += time.process_time() - t0
+    return {"pages": len(pages), "systems": {name: wcxb.scores(pages, o) for name, o in outs.items()}, "cpu_s": cpu,
+            "page_type": wcxb.page_type_scores(pages, tags),
+            "split": "tune = sha1('wcxb/<id>')[0] % 10 < 7 (tuned on), check = the rest (never tuned on)"}
+
+
 def _fmt(x) -> str:
     return "-" if x is None else f"{x:.3f}"
 
@@ -595,8 +627,9 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=3, help="in-process timing passes over the AEB pages (median reported)")
     ap.add_argument("--rounds", type=int, default=5, help="alternated CLI timing rounds (median reported)")
     ap.add_argument("--no-cli", action="store_true", help="skip the command-line wall-time comparison")
-    ap.add_argument("--only", choices=("speed",), help="speed: only the AEB in-process speed and the CLI timing "
-                    "(printed, no results file written)")
+    ap.add_argument("--only", choices=("speed", "wcxb"), help="speed: only the AEB in-process speed and the CLI timing "
+                    "(printed, no results file written); wcxb: only the WCXB section, its figures replaced in the "
+                    "results file")
     args = ap.parse_args()
 
     import sys
@@ -614,6 +647,9 @@ def main() -> None:
     for html in ("<html><body><p>warm</p></body></html>",):
         for fn in systems.values():
             fn(html)
+
+    if args.only == "wcxb":
+        return _wcxb_only(args, systems)
 
     # 1. AEB (all 181 pages: the published protocol) with in-process CPU speed.
     truth = json.loads((DATA / "aeb" / "ground-truth.json").read_text())
@@ -669,6 +705,13 @@ def main() -> None:
     mathcode = {"magic-html": {name: math_code_scores(magic_html_pages(None), fn) for name, fn in systems.items()}}
     generated = {name: generated_scores(gen_dir, fn) for name, fn in systems.items()}
 
+    # 3c. WCXB dev sample (benchmarks/wcxb.py): 770 pages of 7 page types, word F1 as WCXB's
+    # evaluate.py, per page type and per split (tune: looked at while changing native; check: never),
+    # and native's page_type tag against WCXB's labels. Skipped when the data is not there.
+    wcxb_section = wcxb_scores(systems)
+    if wcxb_section is not None:
+        _print_wcxb(wcxb_section)
+
     # 5. Wall time through the CLI, one worker, start-up included, on every page of this run; and
     # the extraction child's peak memory on the same pages, per mode.
     cli = None
@@ -704,6 +747,8 @@ def main() -> None:
         h = r[f"{args.split}_half"]
         print(f"{name:32} F1 {r['f1']:.4f}  P {r['precision']:.4f}  R {r['recall']:.4f}   "
               f"{args.split} half ({h['pages']} pages): F1 {h['f1']:.4f}")
+    if wcxb_section is not None:
+        _print_wcxb(wcxb_section)
     if "skipped" in newspaper:
         print(f"\nnewspaper4k fixtures: skipped ({newspaper['skipped']})")
     else:
@@ -745,12 +790,34 @@ def main() -> None:
     results.write_text(json.dumps({
         "split": args.split, "aeb": aeb, "aeb_pages": len(pages), "watchdog": overhead, "snippets": snip,
         "forum": forum, "forum_pages": len(fpages), f"magic_article_{args.split}": article_scores,
-        "newspaper_fixtures": newspaper, "math_code": mathcode, "generated": generated,
+        "newspaper_fixtures": newspaper, "wcxb_dev": wcxb_section, "math_code": mathcode, "generated": generated,
         "per_family": args.per_family, "cli": cli, "worker_memory": memory,
         "trafilatura_version": trafilatura.__version__, "python": platform.python_version(),
         "machine": platform.machine(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }, indent=2, sort_keys=True))
     print(f"\nwrote {results.relative_to(ROOT)}")
+
+
+def _print_wcxb(section: dict) -> None:
+    import wcxb
+
+    print(f"\nWCXB dev sample: {section['pages']} pages, word F1 per page type "
+          "(check: the 30% never tuned on; tune: the 70% looked at)")
+    for split in ("tune", "check", "ALL"):
+        print(wcxb.table(section["systems"], split))
+    print("CPU s: " + ", ".join(f"{n} {c:.1f}" for n, c in section["cpu_s"].items()))
+    print("page_type macro F1: " + ", ".join(f"{k} {v['macro_f1']:.3f}" for k, v in section["page_type"].items()))
+
+
+def _wcxb_only(args, systems: dict) -> None:
+    """`--only wcxb`: the WCXB section alone, its figures replaced in this split's results file."""
+    section = wcxb_scores(systems)
+    _print_wcxb(section)
+    results = RESULTS if args.split == "heldout" else RESULTS.with_name("extraction-dev.json")
+    data = json.loads(results.read_text()) if results.exists() else {}
+    data["wcxb_dev"] = section
+    results.write_text(json.dumps(data, indent=2, sort_keys=True))
+    print(f"\nwrote the wcxb_dev section of {results.relative_to(ROOT)}")
 
 
 def _speed_only(args, aeb: dict) -> None:

@@ -37,7 +37,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+# ../shared beside the checkout (/work/main), or two levels up from a worktree (/work/wt/NAME).
+SHARED = next((p / "shared" / "data" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared" / "data").is_dir()),
+              ROOT.parent / "shared" / "data")
 OUT = ROOT / ".bench" / "extraction-pages"
 NODE_DIR = ROOT / ".bench" / "node"
 NODE_PACKAGES = ("katex@0.19.1", "mathjax-full@3.2.2", "highlight.js@11.12.0")

@@ -140,11 +140,13 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
     if tree is None:
         return None, 0, {}, None, []
     title = _title(tree)
+    _show_noscript(tree)
     # Math markup is rare; substring tests on the raw text are much cheaper than the rewrite's XPaths.
     if passes is None:
         passes = math_passes(html if utf8 is None else utf8)  # the bytes: no second copy of a wide string
     n_math = rewrite_math(tree, passes) if passes else 0
     hidden, found, bodies, gutters = _scan(tree, native)
+    hidden = _truly_hidden(tree, hidden)
     for el in hidden:
         if el.getparent() is not None and el.tag not in ("html", "body"):
             el.drop_tree()  # keeps the tail: the text after a hidden anchor is content
@@ -161,6 +163,7 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
             quote.tag = "div"
             post_quotes.append(quote)
     _loose_text_paragraphs(post_quotes)
+    _open_swallowing_buttons(tree)
     etree.strip_elements(tree, *_DROP_TAGS, etree.Comment, with_tail=False)
     code_blocks: dict[str, CodeBlock] = {}
     for pre in list(tree.iter("pre")):  # a list: _unwrap_code moves blocks
@@ -177,6 +180,72 @@ def _prepare(html: str, passes: set[str] | None = None, utf8: bytes | None = Non
     posts = thread_posts(tree, found)  # forum/Q&A candidates; whether the page is a thread is decided later
     _loose_text_paragraphs(posts)
     return _main_region(tree, bodies), n_math, code_blocks, title, posts
+
+
+_NOSCRIPT_MIN = 500  # characters of text in a <noscript> that can be a page's content
+_VISIBLE_TEXT = "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript or ancestor::template)]"
+
+
+def _show_noscript(tree) -> None:
+    """A page whose visible body is (almost) empty of text and whose text is in a `<noscript>`
+    (Discourse serves its posts to crawlers that way; the app draws them with a script): that
+    `<noscript>` is the page, so it becomes a `<div>` rather than being dropped with the others."""
+    found = [(len(n.text_content()), n) for n in tree.iter("noscript")]
+    big = [n for chars, n in found if chars >= _NOSCRIPT_MIN]
+    if not big:
+        return
+    visible = sum(len(t.strip()) for t in tree.xpath(_VISIBLE_TEXT))
+    if visible < 0.1 * max(chars for chars, _ in found):
+        for n in big:
+            n.tag = "div"
+
+
+_BUTTON_TEXT = 300  # characters: more than a button's label
+
+
+def _open_swallowing_buttons(tree) -> None:
+    """A `<button>` holding more than a label's text is not dropped with the page's controls but
+    kept as a block: libxml2 does not close an unclosed `<button>` at the next one (an HTML5 parser
+    does), so one misnested button swallows the rest of the page; and accordions put a section's
+    text in theirs."""
+    from lxml import etree
+
+    global _STRING_LENGTH
+    if _STRING_LENGTH is None:
+        _STRING_LENGTH = etree.XPath("string-length(.)")
+    for button in list(tree.iter("button")):
+        if _STRING_LENGTH(button) > _BUTTON_TEXT:
+            button.tag = "div"
+
+
+_HIDDEN_BULK = 0.5  # of the page's text: a hidden element holding this much is the page, shown by a script
+_STRING_LENGTH = None
+
+
+def _truly_hidden(tree, hidden: list) -> list:
+    """The hidden elements (`_scan`) to drop, less a `hidden`/`aria-hidden` element that holds the
+    bulk of the page's text: React's streamed segment (`<div hidden id="S:1">`, moved into place by
+    a script), a shop's `<main aria-hidden=true>` under a menu drawer. Never a dialog, a landmark or
+    a block hidden by its class: those are hidden for good."""
+    global _STRING_LENGTH
+    body = tree.find("body")
+    if not hidden or body is None:
+        return hidden
+    from lxml import etree
+
+    if _STRING_LENGTH is None:
+        _STRING_LENGTH = etree.XPath("string-length(.)")
+    page = None
+    shown = set()
+    for el in hidden:
+        if el.get("hidden") is None and el.get("aria-hidden") != "true" or el.tag in ("nav", "footer", "aside") or \
+                el.get("role") or el.get("aria-modal") or script_hidden(el.get("class") or ""):
+            continue
+        if page is None:
+            page = _STRING_LENGTH(body) - sum(_STRING_LENGTH(s) for s in body.iter("script", "style", "template"))
+        if _STRING_LENGTH(el) - sum(_STRING_LENGTH(s) for s in el.iter("script", "style", "template")) >= _HIDDEN_BULK * page:
+            shown.add(el)
+    return [el for el in hidden if el not in shown] if shown else hidden
 
 
 try:  # the formula gate's library (math.py): its SIMD search, not str's, over a page of wide characters
@@ -422,12 +491,17 @@ def _fast(tree, code_blocks, include_comments: bool, posts: list):
     return text.strip(), stats
 
 
-def _native(tree, code_blocks, include_comments: bool, posts: list, title: str | None, ascii_only: bool):
+_REGION_SHARE = 0.45  # of the page's text: less came out, and the main region is looked at (WCXB tune split)
+_REGION_GAIN = 2.0
+
+
+def _native(tree, code_blocks, include_comments: bool, posts: list, title: str | None, ascii_only: bool, again=None):
     from .markdown import html_to_markdown
     from .native import select
     from .threads import is_thread, thread_region
 
-    text, stats = html_to_markdown(select(tree, title=title, ascii_only=ascii_only), code_blocks)
+    info: dict = {}
+    text, stats = html_to_markdown(select(tree, title=title, ascii_only=ascii_only, info=info), code_blocks)
     # Thread page: the selection is mostly one post of many; every post is content (see _precise).
     # Selection and pruning removed nodes, so the posts still in the tree are taken again.
     if include_comments and posts:
@@ -441,7 +515,39 @@ def _native(tree, code_blocks, include_comments: bool, posts: list, title: str |
             # teaser cards beside a short article (a blog's related posts), not a thread.
             if len(posts_text) >= len(text) or 2 * len(posts_text) >= posts_chars:
                 text, stats = posts_text, posts_stats
-    return text, stats
+    if again is not None and len(text) < _REGION_SHARE * info["page_chars"]:
+        # A small share of the page came out: a listing's cards pruned as teasers, a collection cut
+        # to its intro. A second look, on a fresh tree (the first was pruned in place), at the page's
+        # main region; kept when it holds more.
+        tree2, _, _, _, _ = again()
+        if tree2 is not None:
+            chosen = select(tree2, title=title, ascii_only=ascii_only, region=True, info=info)
+            text2, stats2 = html_to_markdown(chosen, code_blocks) if chosen else ("", None)
+            if len(text2) >= _REGION_GAIN * len(text):  # a real gain, not teasers beside a short article
+                text, stats = text2, stats2
+    return _dedup_blocks(text), stats
+
+
+_DEDUP_MIN = 40  # characters: shorter repeated lines ("Reply", "Share", a signature) are left alone
+
+
+def _dedup_blocks(text: str) -> str:
+    """The text without a paragraph it already holds: a page that prints a block twice (a post's
+    mobile and desktop copies, a question quoted again above its answers, a Q&A page's JSON-LD and
+    its markup) keeps it once. Code blocks are never touched: a listing may repeat a line."""
+    if text.count("\n\n") < 2:
+        return text
+    seen, out, fenced = set(), [], False
+    for block in text.split("\n\n"):
+        if block.count("```") % 2:
+            fenced = not fenced
+        key = " ".join(block.split())
+        if not fenced and "```" not in block and len(key) >= _DEDUP_MIN:
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(block)
+    return "\n\n".join(out)
 
 
 def _attached(el) -> bool:
@@ -464,7 +570,11 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
     mode = item.get("mode", "native")
     tree, n_math, code_blocks, title, posts = _prepare(html, item.get("math_passes"), utf8, mode == "native")
     if tree is None:
-        return {"text": "", "title": None, "meta": {"charset": charset}}
+        return {"text": "", "title": None, "meta": {"charset": charset, "page_type": "other"}}
+    from .page_type import classify, features, tag_counts
+
+    counts = tag_counts(tree)  # before selection prunes the tree
+    page_chars = int(tree.xpath("string-length(normalize-space(.))"))
     if mode == "whole":  # a book chapter (extract.epub): all of the body is content, no selection
         from .markdown import html_to_markdown
         from .native import select
@@ -474,7 +584,8 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
         text, stats = _fast(tree, code_blocks, item.get("include_comments", True), posts)
     elif mode == "native":
         text, stats = _native(tree, code_blocks, item.get("include_comments", True), posts, title,
-                              html.isascii() and "&#" not in html)  # no character reference to a CJK letter
+                              html.isascii() and "&#" not in html,  # no character reference to a CJK letter
+                              lambda: _prepare(html, item.get("math_passes"), utf8, True))
     else:
         text, stats = _precise(tree, code_blocks, item.get("include_comments", True), posts)
     meta: dict[str, Any] = {"charset": charset, "extractor": f"assay-{mode}"}
@@ -486,4 +597,9 @@ def extract_html(item: dict[str, Any]) -> dict[str, Any]:
         if stats.code_langs:
             meta["code_langs"] = sorted(set(stats.code_langs))
     meta["html_chars"] = len(html)
-    return {"text": text or "", "title": title, "meta": meta}
+    found = features(html, counts, len(posts), text or "", page_chars)
+    meta["page_type"] = classify(found) if text else "other"  # nothing extracted: no page to tell
+    result = {"text": text or "", "title": title, "meta": meta}
+    if item.get("page_type_features"):  # for benchmarks/page_type_train.py
+        result["page_type_features"] = found
+    return result

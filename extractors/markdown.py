@@ -292,7 +292,9 @@ class HtmlWriter(MarkdownWriter):
         ordered = el.tag == "ol"
         out, n = [], 0
         for item in el:
-            if item.tag not in ("li", "dt", "dd"):
+            # A <div> or other block straight in a list is an item too (slider and carousel markup:
+            # `ul.splide__list > div.splide__slide`), not text to lose.
+            if not isinstance(item.tag, str) or item.tag not in ("li", "dt", "dd") and item.tag not in _HTML_BLOCKS:
                 continue
             n += 1
             self.stats.list_items += 1

@@ -55,7 +55,8 @@ from __future__ import annotations
 import re
 
 from .native_measure import Measures, _is_cjk
-from .native_prune import _prune
+from .native_prune import _prune_all
+from .native_region import is_landmark, main_region, page_region
 from .native_select import _in_small_forms, _score_candidates, _selection
 from .native_shape import (_cut_before_headline, _cut_teaser_runs, _cut_teasers, _drop_captioned_images, _drop_headline,
                            _trim_head)
@@ -81,29 +82,53 @@ def script_hidden(cls: str) -> bool:
     return not _HIDDEN.isdisjoint(tokens) and not any(":" in t or t.startswith("d-") and t != "d-none" for t in tokens)
 
 
-def select(root, keep_all: bool = False, title: str | None = None, ascii_only: bool = False) -> list:
+def select(root, keep_all: bool = False, title: str | None = None, ascii_only: bool = False, region: bool = False,
+           info: dict | None = None) -> list:
     """The main-content elements of a prepared tree, in page order, pruned. `keep_all`: the tree is
     a thread region (every post is content): prune only. `title`: the page's title, whose headline
-    is dropped from the text. `ascii_only`: the page's text is ASCII (so not CJK: no need to look)."""
+    is dropped from the text. `ascii_only`: the page's text is ASCII (so not CJK: no need to look).
+    `region`: take the page's main region (`native_region`), pruned with a floor and no teaser cuts:
+    the second look at a page whose first choice came out a small share of it (a listing's cards
+    read as teasers). `info`: filled with the page's text length (`page_chars`)."""
     body = root.find("body") if root.tag == "html" else root
     if body is None:
         body = root
     m = Measures(body, not ascii_only and _is_cjk(body))
+    if info is not None:
+        info["page_chars"] = m.total(body)
     if keep_all:
         chosen = [body]
+    elif region:
+        chosen = page_region(body, m)
+        # Only around or inside the first choice (`info['within']`: its paths in the same page
+        # prepared the same way): a list of headlines elsewhere is no region of a thread's posts.
+        within = (info or {}).get("within")
+        if not chosen or within and not is_landmark(chosen[0]) and not all(_nested(p, _path(chosen[0])) for p in within):
+            return []
     else:
         skip = _in_small_forms(body, m)
-        chosen = _selection(body, m, _score_candidates(m, skip), skip, title)
+        chosen = main_region(body, m, _selection(body, m, _score_candidates(m, skip), skip, title))
+        if info is not None:
+            info["within"] = [_path(el) for el in chosen]
     body_chars = sum(m.total(el) for el in chosen) or 1
-    if not keep_all:
+    if not keep_all and not region:
         _cut_teaser_runs(chosen, m)
         _cut_teasers(chosen, m, title)  # before pruning, which drops the short heading alone ("Related")
-    for el in chosen:
-        _prune(el, m, body_chars, keep_all)
-    if not keep_all:
+    _prune_all(chosen, m, body_chars, keep_all)
+    if not keep_all and not region:
         _trim_head(chosen, m, body_chars)
         _drop_captioned_images(chosen, m)
     if title and not keep_all:
-        _cut_before_headline(chosen, m, title, body_chars)
+        if not region:
+            _cut_before_headline(chosen, m, title, body_chars)
         _drop_headline(chosen, title)
     return chosen
+
+
+def _path(el) -> str:
+    return el.getroottree().getpath(el)
+
+
+def _nested(a: str, b: str) -> bool:
+    """One of two element paths is the other or inside it."""
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")

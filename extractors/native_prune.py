@@ -67,9 +67,32 @@ def _furniture(node, total: int) -> bool:
     return len(text) < 80 and len(text.split()) <= 10 and bool(_DATE.search(text)) and not _SENTENCE_END.search(text)
 
 
-def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
-    """Drop the boilerplate blocks inside a chosen element (in place). `thread`: `el` holds the posts
-    of a thread, all content: a short reply with a mention link is no menu."""
+def _prune_all(chosen: list, m: Measures, body_chars: int, thread: bool = False) -> None:
+    """Drop the boilerplate blocks inside the chosen elements (in place), but never below a floor
+    share of their text: when what reads as boilerplate is nearly all of the right block (a page
+    builder names every block of a body `elementor-widget`, each a small share), the names are no
+    evidence there, and when even without them pruning would empty it, nothing is pruned. Not on a
+    thread's posts (`thread`): how much of them pruning keeps tells posts from teaser cards."""
+    victims = [v for el in chosen for v in _victims(el, m, body_chars, thread)]
+    if not thread and _kept(victims, m, body_chars) < _FLOOR * body_chars:
+        victims = [v for el in chosen for v in _victims(el, m, body_chars, thread, names=False)]
+        if _kept(victims, m, body_chars) < _FLOOR * body_chars:
+            victims = []
+    for node in victims:
+        _remove(node)
+
+
+_FLOOR = 0.25
+
+
+def _kept(victims: list, m: Measures, body_chars: int) -> int:
+    return body_chars - sum(m.total(v) for v in victims)
+
+
+def _victims(el, m: Measures, body_chars: int, thread: bool = False, names: bool = True) -> list:
+    """The boilerplate blocks inside a chosen element, outermost only, in page order. `thread`: `el`
+    holds the posts of a thread, all content: a short reply with a mention link is no menu.
+    `names`: class/id words against a block count as evidence."""
     holds_code = {a for pre in el.iter("pre") for a in pre.iterancestors()}  # code is content wherever it is
     # A quotation (an embedded post, a pull quote) is the author's material: its attribution line
     # ("— Name (@name) May 4, 2019") is no dateline, and a wrapper named for the embed (`social-embed`)
@@ -78,17 +101,19 @@ def _prune(el, m: Measures, body_chars: int, thread: bool = False) -> None:
         else _EMPTY
     # Inside a selection that is itself named as boilerplate (a thread of `comment` blocks), names
     # against are no evidence: the page's content lives in such markup.
-    named_against = any(m.weight(a) < 0 for a in (el, *el.iterancestors()))
+    named_against = not names or any(m.weight(a) < 0 for a in (el, *el.iterancestors()))
     groups = _Groups(el)
     # Children as elements only, filtered and reversed in C (no Python test of each child's tag).
     stack = list(el.iterchildren(etree.Element, reversed=True))
+    found = []
     while stack:  # depth first in page order; a dropped block's descendants are not looked at
         node = stack.pop()
         if node.tag in _JUDGED and node not in holds_code and \
                 _boilerplate(node, m, body_chars, named_against, groups, thread, node in quoted):
-            _remove(node)
+            found.append(node)
         elif len(node):
             stack.extend(node.iterchildren(etree.Element, reversed=True))
+    return found
 
 
 # schema.org properties that mark an article's metadata, not its text: headline, byline, dates, dek.

@@ -136,7 +136,7 @@ class ExtractHtmlFiles(_HtmlExtracting, FileReader):
 
     Params = HtmlFilesParams
     files_per_task = 64
-    version = "1"
+    version = "2"  # #44: page types (noscript posts, pruning floor, main-region fallback), page_type
 
     def input_files(self) -> list[str]:
         suffixes = (".html", ".htm", ".html.gz", ".htm.gz", ".xhtml")
@@ -281,7 +281,7 @@ class ExtractWarc(_HtmlExtracting, FileReader):
 
     Params = WarcParams
     files_per_task = 1
-    version = "1"
+    version = "2"  # #44, as extract.html
 
     def source_for(self, path: str) -> str:
         return _source(path, self.params.source)
@@ -332,7 +332,7 @@ class ExtractRecords(_HtmlExtracting, MapStage):
 
     Params = RecordsParams
     batch_rows = 256
-    version = "1"
+    version = "2"  # #44, as extract.html
     columns = {"text": pa.string()}
 
     def output_schema(self, input_schemas: Sequence[pa.Schema]) -> pa.Schema:
