@@ -622,8 +622,12 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
 # same active width (4 routed experts of 128 top-1 + 1 shared of 128 = the dense FFN's 256) and budget.
 MOE_VARIANTS: dict[str, dict] = {
     "dense": {},
-    "moe-old": {"moe": {"num_experts": 4}},
+    "moe-old": {"moe": {"num_experts": 4, "router_lr_scale": 1.0, "router_warmup_fraction": 0.0}},
     "moe": {"moe": {"num_experts": 4}},  # the MoE's defaults as they stand now
+    "rlr0.1": {"moe": {"num_experts": 4, "router_lr_scale": 0.1, "router_warmup_fraction": 0.0}},
+    "rlr0.03": {"moe": {"num_experts": 4, "router_lr_scale": 0.03, "router_warmup_fraction": 0.0}},
+    "rwarm10": {"moe": {"num_experts": 4, "router_lr_scale": 1.0, "router_warmup_fraction": 0.1}},
+    "rwarm10-rlr0.1": {"moe": {"num_experts": 4, "router_lr_scale": 0.1, "router_warmup_fraction": 0.1}},
 }
 
 
