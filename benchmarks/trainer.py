@@ -624,6 +624,20 @@ MOE_VARIANTS: dict[str, dict] = {
     "dense": {},
     "moe-old": {"moe": {"num_experts": 4, "router_lr_scale": 1.0, "router_warmup_fraction": 0.0}},
     "moe": {"moe": {"num_experts": 4}},  # the MoE's defaults as they stand now
+    # a third of the budget (489 steps), where the old MoE spread its seeds 4.7x dense's (issue #32 "noise")
+    "dense-1M": {"tokens": 1_000_000},
+    "moe-old-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 1.0, "router_warmup_fraction": 0.0}},
+    "moe-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4}},
+    "rlr0.1-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 0.1, "router_warmup_fraction": 0.0}},
+    "rlr0.3-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 0.3, "router_warmup_fraction": 0.0}},
+    "rwarm20-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 1.0, "router_warmup_fraction": 0.2}},
+    # routed output at a dense expert's scale while the router is near-uniform (gates ~1/E otherwise)
+    "rs4-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 1.0, "router_warmup_fraction": 0.0,
+                                            "routed_scaling": 4.0}},
+    "rs4-rwarm20-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 1.0,
+                                                    "router_warmup_fraction": 0.2, "routed_scaling": 4.0}},
+    "rwarm20-rlr0.3-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 0.3,
+                                                       "router_warmup_fraction": 0.2}},
     "rlr0.1": {"moe": {"num_experts": 4, "router_lr_scale": 0.1, "router_warmup_fraction": 0.0}},
     "rlr0.03": {"moe": {"num_experts": 4, "router_lr_scale": 0.03, "router_warmup_fraction": 0.0}},
     "rwarm10": {"moe": {"num_experts": 4, "router_lr_scale": 1.0, "router_warmup_fraction": 0.1}},
@@ -666,6 +680,18 @@ def _early_summary(r: dict, upto: int) -> dict:
                     "entropy_mean": round(float(np.mean([v[2] for v in vals])), 3),
                     "entropy_last": vals[-1][2], "confidence_last": vals[-1][3], "bias_spread_last": vals[-1][4]})
     return {"layers": out, "loss_last": r["loss"][upto - 1] if len(r["loss"]) >= upto else None}
+
+
+def _router_end(run_dir: Path) -> list | None:
+    """Per MoE layer, the last telemetry window of a logged run: busiest/mean load, router entropy,
+    the chosen expert's score, bias spread (None for a dense run or a run folder no longer there)."""
+    path = run_dir / "metrics.jsonl"
+    recs = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+    moe = [r["moe"] for r in recs if r.get("kind") == "train" and r.get("moe")]
+    if not moe:
+        return None
+    return [[m["load_max_mean"], m["router_entropy"], m["routing_confidence"], round(m["bias_max"] - m["bias_min"], 3)]
+            for m in moe[-1]]
 
 
 def moe_proxy(kinds: tuple[str, ...], variants: list[str], seeds: int = 5, junk_seeds: int = 3, workers: int = 1,
@@ -749,9 +775,9 @@ def moe_proxy(kinds: tuple[str, ...], variants: list[str], seeds: int = 5, junk_
             cpu = [res[(v, a, s)]["cpu_s"] for a in ("clean", "junk30") for s in range(seeds) if (v, a, s) in res]
             if cpu:
                 r["cpu_s_per_run"] = round(float(np.mean(cpu)), 1)
-            ends = [res[(v, "clean", s)].get("load_max_mean", [None])[-1] for s in range(seeds) if (v, "clean", s) in res]
-            if any(e is not None for e in ends):
-                r["clean_final_load_max_mean"] = ends
+            ends = [_router_end(work / "runs" / f"{v}-clean-{s}") for s in range(seeds) if (v, "clean", s) in res]
+            if any(ends):
+                r["clean_router_at_end"] = ends
             row[v] = r
         if dense_ref and "dense" not in variants:
             row["dense"] = {"clean": [round(x, 4) for x in dense_ref["clean"]], "from": dense_ref["from"],

@@ -1,7 +1,7 @@
 """The MoE router's learning-rate scale and warm-up (issue #42): applied to the router's parameter
-group only, and on the decision proxy's MoE they keep the router from sending every token to one
-expert in the first steps (with the router at the full learning rate, seed 1 starved an expert for
-10+ steps in a row from step 15 on, and the balancing bias then fought the router for the run)."""
+group only, and on the decision proxy's MoE the default warm-up keeps the router from sending every
+token to one expert in the first steps (with the router at the full learning rate from step 0, seed 1
+starved an expert from step 15 for 25 steps in a row, and the balancing bias then fought the router)."""
 from __future__ import annotations
 
 import pytest
@@ -51,8 +51,8 @@ def test_router_lr_scale_and_warmup_apply_to_the_router_group_only(stdlib_rows, 
 def test_defaults_keep_every_expert_fed_in_the_first_steps(stdlib_rows, tmp_path):
     """Seed 1 of the decision proxy's MoE, its first 40 steps of a 3M-token run, telemetry every step:
     no expert goes without a tenth of the mean load for more than 3 steps in a row, and the busiest
-    never takes 3.5x the mean. At router_lr_scale 1 this seed gave 4.0x (every token to one expert)
-    and a starved expert from step 15 to step 26 and beyond."""
+    never takes 3.5x the mean. Without the router warm-up this seed gave 4.0x (every token to one
+    expert) and an expert starved for 25 steps in a row from step 15."""
     tr = Trainer(parse_train_config(_proxy_moe(stdlib_rows)), tmp_path)
     busiest, longest, run = 0.0, 0, 0
     for _ in range(40):

@@ -89,12 +89,11 @@ class MoEConfig(Strict):
     z_loss_coef: float = Field(0.0, ge=0, description="router z-loss (OLMoE: 1e-3)")
     act_clip: float | None = Field(None, gt=0, description="element-wise clip of expert intermediate activations")
     freeze_router_after_tokens: int | None = Field(None, ge=0, description="router weights and bias frozen after")
-    router_lr_scale: Schedule = Field(0.1, description="multiplier on the router's learning rate (schedulable). "
-                                      "At 1 the router sends nearly every token to one expert within ~30 steps and "
-                                      "the balancing bias then overrules it for the rest of the run in some seeds")
-    router_warmup_fraction: float = Field(0.0, ge=0, le=1, description="the router's LR ramps linearly from 0 to "
-                                          "its scale over this fraction of the run, after the experts have begun "
-                                          "to differ (the router otherwise collapses onto one expert early)")
+    router_lr_scale: Schedule = Field(1.0, description="multiplier on the router's learning rate (schedulable)")
+    router_warmup_fraction: float = Field(0.2, ge=0, le=1, description="the router's LR ramps linearly from 0 to "
+                                          "its scale over this fraction of the run: at the full LR from step 0 "
+                                          "the router sent every token to one expert within ~30 steps and the "
+                                          "balancing bias then overruled it for the run (docs/trainer.md)")
     impl: Literal["auto", "padded", "grouped_mm", "loop"] = "auto"
 
     @model_validator(mode="after")
