@@ -785,9 +785,9 @@ def moe_proxy(kinds: tuple[str, ...], variants: list[str], seeds: int = 5, junk_
                             "clean_std": round(float(np.std(dense_ref["clean"], ddof=1)), 4),
                             "junk30_vs_clean": dict(gap_stats(dense_ref["clean"][:junk_seeds], dense_ref["junk30"]),
                                                     seeds=junk_seeds)}
-        d = row.get("dense", {})
         for v in variants:
-            if v != "dense" and d.get("clean_std") and row[v].get("clean_std"):
+            d = row.get("dense-1M" if v.endswith("-1M") else "dense", {})  # the dense run of the same budget
+            if not v.startswith("dense") and d.get("clean_std") and row[v].get("clean_std"):
                 row[v]["std_over_dense"] = round(row[v]["clean_std"] / d["clean_std"], 2)
                 row[v]["mean_minus_dense"] = round(row[v]["clean_mean"] - d["clean_mean"], 4)
         out[kind] = row

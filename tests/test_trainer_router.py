@@ -1,7 +1,8 @@
-"""The MoE router's learning-rate scale and warm-up (issue #42): applied to the router's parameter
-group only, and on the decision proxy's MoE the default warm-up keeps the router from sending every
-token to one expert in the first steps (with the router at the full learning rate from step 0, seed 1
-starved an expert from step 15 for 25 steps in a row, and the balancing bias then fought the router)."""
+"""The MoE router (issue #42): the default routed scaling passes a uniform router's experts at a dense
+expert's scale (at 1, gates of 1/E left layer 0's router uniform for a whole run in some seeds, which
+ended at the dense level); the router's LR scale and warm-up apply to its parameter group only, and
+on the decision proxy's MoE a warm-up keeps the router from sending every token to one expert in the
+first steps (at the full LR from step 0, seed 1 starved an expert from step 15 for 25 steps in a row)."""
 from __future__ import annotations
 
 import pytest
@@ -9,8 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from assay.trainer.bytes import write_byte_dataset  # noqa: E402
-from assay.trainer.config import parse_train_config  # noqa: E402
+from assay.trainer.config import MoEConfig, parse_train_config  # noqa: E402
 from assay.trainer.known_order import clean_documents, is_held_out, known_order_config  # noqa: E402
+from assay.trainer.moe import MoE  # noqa: E402
 from assay.trainer.train import Trainer  # noqa: E402
 
 
@@ -35,6 +37,15 @@ def _router_lrs(tr: Trainer) -> tuple[float, float]:
     return groups["router"], groups["no_decay"]
 
 
+@pytest.mark.parametrize("experts,k", [(4, 1), (8, 2)])
+def test_a_uniform_router_passes_its_experts_at_full_scale_by_default(experts, k):
+    layer = MoE(16, MoEConfig(num_experts=experts, top_k=k, expert_hidden=8))
+    torch.nn.init.zeros_(layer.router.weight)  # every score 1/E
+    _, gates, _, _ = layer.router(torch.randn(5, 16))
+    assert torch.allclose(gates.sum(-1), torch.ones(5))  # the k gates sum to 1, as one dense FFN's would
+    assert MoEConfig(score="sigmoid").scaling == 1.0 and MoEConfig(routed_scaling=2.5).scaling == 2.5
+
+
 def test_router_lr_scale_and_warmup_apply_to_the_router_group_only(stdlib_rows, tmp_path):
     raw = _proxy_moe(stdlib_rows, router_lr_scale=0.5, router_warmup_fraction=0.5)
     raw["tokens"] = 8 * 16 * 128  # 8 steps: global warm-up 0 steps (5% of 8), router warm-up 4
@@ -48,12 +59,15 @@ def test_router_lr_scale_and_warmup_apply_to_the_router_group_only(stdlib_rows, 
     assert seen == [0.125, 0.25, 0.375, 0.5, 0.5, 0.5]  # 0.5 x (step + 1) / 4, then the scale itself
 
 
-def test_defaults_keep_every_expert_fed_in_the_first_steps(stdlib_rows, tmp_path):
-    """Seed 1 of the decision proxy's MoE, its first 40 steps of a 3M-token run, telemetry every step:
-    no expert goes without a tenth of the mean load for more than 3 steps in a row, and the busiest
-    never takes 3.5x the mean. Without the router warm-up this seed gave 4.0x (every token to one
-    expert) and an expert starved for 25 steps in a row from step 15."""
-    tr = Trainer(parse_train_config(_proxy_moe(stdlib_rows)), tmp_path)
+@pytest.mark.parametrize("warmup", [0.2])
+def test_router_warmup_keeps_every_expert_fed_in_the_first_steps(stdlib_rows, tmp_path, warmup):
+    """Seed 1 of the decision proxy's MoE (routed scaling 1, as in issue #32's runs), its first 40
+    steps of a 3M-token run, telemetry every step: with a 20% router warm-up no expert goes without a
+    tenth of the mean load for more than 3 steps in a row, and the busiest never takes 3.5x the mean.
+    Without it this seed gave 4.0x (every token to one expert) and an expert starved for 25 steps in
+    a row from step 15."""
+    raw = _proxy_moe(stdlib_rows, routed_scaling=1.0, router_warmup_fraction=warmup)
+    tr = Trainer(parse_train_config(raw), tmp_path)
     busiest, longest, run = 0.0, 0, 0
     for _ in range(40):
         tr.step()
