@@ -679,7 +679,7 @@ def _early_summary(r: dict, upto: int) -> dict:
                     "starved_steps": sum(v[1] < 0.1 for v in vals),
                     "entropy_mean": round(float(np.mean([v[2] for v in vals])), 3),
                     "entropy_last": vals[-1][2], "confidence_last": vals[-1][3], "bias_spread_last": vals[-1][4]})
-    return {"layers": out, "loss_last": r["loss"][upto - 1] if len(r["loss"]) >= upto else None}
+    return {"steps": upto, "layers": out, "loss_last": r["loss"][upto - 1] if len(r["loss"]) >= upto else None}
 
 
 def _router_end(run_dir: Path) -> list | None:
@@ -744,10 +744,10 @@ def moe_proxy(kinds: tuple[str, ...], variants: list[str], seeds: int = 5, junk_
             for r in done:
                 v, _, s, n = r["key"]
                 if v in variants and n == early_steps:
-                    early.setdefault(v, {})[s] = _early_summary(r, early_steps)
+                    early.setdefault(v, {})[str(s)] = _early_summary(r, early_steps)
             row["early"] = early
             for v, per in early.items():
-                for s, e in sorted(per.items()):
+                for s, e in sorted(per.items(), key=lambda kv: int(kv[0])):
                     print(f"{kind} {v} seed {s} first {early_steps} steps: " + "; ".join(
                         f"L{i} peak {L['peak_load_max_mean']} starved {L['starved_steps']} H {L['entropy_mean']}"
                         f"->{L['entropy_last']} conf {L['confidence_last']} bias {L['bias_spread_last']}"
