@@ -242,7 +242,7 @@ def known_order_config(paths: dict[str, Path], tokens: int | None = None) -> dic
     results/trainer.json, "noise"). Issue #42: a router LR warm-up stops the early collapse, yet seed 0
     still ends at the dense level and seed 1 0.045 below: the split is whether layer 0's routed experts ever
     pass at more than gates of ~0.3; routed scaling num_experts / top_k (now the MoE's default)
-    scales them up (seed std 0.016 over 5 seeds at 1M, against 0.026; dense 0.0055): one seed
+    scales them up (seed std 0.016 over 5 seeds at 1M, 1.33x dense's 0.012): one seed
     still collapses early and is fought by the bias for the run. The MoE stays the trainer's default model; data decisions use this dense proxy
     (`AblationSpec.dense_check` re-runs MoE ablations dense).
 
