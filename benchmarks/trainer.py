@@ -616,6 +616,185 @@ def corpora(kinds=("news", "code", "multilingual", "docs"), tokens: int | None =
     return out
 
 
+# ---- the MoE decision proxy (issue #42): why its seeds spread, and whether a fix decides like dense ----
+
+# Overrides of known_order_config: "dense" is the decision proxy itself; the others are its MoE at the
+# same active width (4 routed experts of 128 top-1 + 1 shared of 128 = the dense FFN's 256) and budget.
+MOE_VARIANTS: dict[str, dict] = {
+    "dense": {},
+    "moe-old": {"moe": {"num_experts": 4, "router_lr_scale": 1.0, "router_warmup_fraction": 0.0}},
+    "moe": {"moe": {"num_experts": 4}},  # the MoE's defaults as they stand now
+    # a third of the budget (489 steps), where the old MoE spread its seeds 4.7x dense's (issue #32 "noise")
+    "dense-1M": {"tokens": 1_000_000},
+    "moe-old-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 1.0, "router_warmup_fraction": 0.0}},
+    "moe-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4}},
+    "rlr0.1-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 0.1, "router_warmup_fraction": 0.0}},
+    "rlr0.3-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 0.3, "router_warmup_fraction": 0.0}},
+    "rwarm20-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 1.0, "router_warmup_fraction": 0.2}},
+    # routed output at a dense expert's scale while the router is near-uniform (gates ~1/E otherwise)
+    "rs4-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 1.0, "router_warmup_fraction": 0.0,
+                                            "routed_scaling": 4.0}},
+    "rs4-rwarm20-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 1.0,
+                                                    "router_warmup_fraction": 0.2, "routed_scaling": 4.0}},
+    "rwarm20-rlr0.3-1M": {"tokens": 1_000_000, "moe": {"num_experts": 4, "router_lr_scale": 0.3,
+                                                       "router_warmup_fraction": 0.2}},
+    "rlr0.1": {"moe": {"num_experts": 4, "router_lr_scale": 0.1, "router_warmup_fraction": 0.0}},
+    "rlr0.03": {"moe": {"num_experts": 4, "router_lr_scale": 0.03, "router_warmup_fraction": 0.0}},
+    "rwarm10": {"moe": {"num_experts": 4, "router_lr_scale": 1.0, "router_warmup_fraction": 0.1}},
+    "rwarm10-rlr0.1": {"moe": {"num_experts": 4, "router_lr_scale": 0.1, "router_warmup_fraction": 0.1}},
+}
+
+
+def _router_trace(key: list, raw: dict, steps: int, run_dir: str) -> dict:
+    """The first `steps` optimizer steps of a run, telemetry after every step, per MoE layer: the
+    busiest and idlest expert's share over the mean, router entropy, the chosen expert's score and the
+    bias spread (max - min); the training loss at each step."""
+    import shutil
+
+    from assay.trainer.config import parse_train_config
+    from assay.trainer.train import Trainer
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+    Path(run_dir).mkdir(parents=True)
+    tr = Trainer(parse_train_config(raw), Path(run_dir), log=lambda m: None)
+    trace: dict = {"loss": [], "layers": []}
+    for _ in range(min(steps, tr.total_steps)):
+        rec = tr.step()
+        trace["loss"].append(round(rec["loss"], 4))
+        tele = [m.telemetry(10, 0.1) for m in tr.model.moe_layers()]
+        trace["layers"].append([[t["load_max_mean"], t["load_min_mean"], t["router_entropy"],
+                                 t["routing_confidence"], round(t["bias_max"] - t["bias_min"], 3)] for t in tele])
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return {"key": key, "steps": len(trace["loss"]), **trace}
+
+
+def _early_summary(r: dict, upto: int) -> dict:
+    """One traced run, per layer over the first `upto` steps: the peak busiest/mean load, the steps an
+    expert got under a tenth of the mean (starved), the mean router entropy and chosen score."""
+    rows = r["layers"][:upto]
+    out = []
+    for layer in range(len(rows[0]) if rows else 0):
+        vals = [step[layer] for step in rows]
+        out.append({"peak_load_max_mean": max(v[0] for v in vals),
+                    "starved_steps": sum(v[1] < 0.1 for v in vals),
+                    "entropy_mean": round(float(np.mean([v[2] for v in vals])), 3),
+                    "entropy_last": vals[-1][2], "confidence_last": vals[-1][3], "bias_spread_last": vals[-1][4]})
+    return {"steps": upto, "layers": out, "loss_last": r["loss"][upto - 1] if len(r["loss"]) >= upto else None}
+
+
+def _router_end(run_dir: Path) -> list | None:
+    """Per MoE layer, the last telemetry window of a logged run: busiest/mean load, router entropy,
+    the chosen expert's score, bias spread (None for a dense run or a run folder no longer there)."""
+    path = run_dir / "metrics.jsonl"
+    recs = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+    moe = [r["moe"] for r in recs if r.get("kind") == "train" and r.get("moe")]
+    if not moe:
+        return None
+    return [[m["load_max_mean"], m["router_entropy"], m["routing_confidence"], round(m["bias_max"] - m["bias_min"], 3)]
+            for m in moe[-1]]
+
+
+def moe_proxy(kinds: tuple[str, ...], variants: list[str], seeds: int = 5, junk_seeds: int = 3, workers: int = 1,
+              early_steps: int = 0, train: bool = True, dense_reference: dict | None = None,
+              early_only: bool = False) -> dict:
+    """Per corpus and variant: clean on `seeds` seeds and junk30 on the first `junk_seeds` (paired), the
+    seed std of clean's held-out BPB and its ratio to dense's, the junk30 gap in pooled seed std and
+    the paired p; with `early_steps`, a step-by-step router trace of clean's first steps per seed
+    first. `dense_reference`: results["corpora"] (the dense proxy's runs of the same protocol hash),
+    used where this mode has no "dense" runs of its own."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import _corpora
+
+    from assay.trainer.known_order import build_arms, clean_documents, known_order_config
+
+    proto = hashlib.sha256(json.dumps(known_order_config({"clean": "", "eval": ""}), sort_keys=True)
+                           .encode()).hexdigest()[:8]
+    out: dict = {}
+    for kind in kinds:
+        work = ROOT / ".bench" / "moe" / kind
+        docs = clean_documents() if kind == "stdlib" else _corpora.corpus(kind)
+        paths = build_arms(work / "data", docs, {"clean": ("junk", 0.0), "junk30": ("junk", 0.3)})
+
+        def config(v: str, arm: str, seed: int) -> dict:
+            return _merge(dict(known_order_config({"clean": paths[arm], "eval": paths["eval"]}), seed=seed),
+                          MOE_VARIANTS[v])
+
+        row: dict = {"protocol_hash": proto, "corpus_sha256": _fingerprint(docs), "documents": len(docs)}
+        if early_steps:
+            log = work / f"early-{proto}.jsonl"
+            done = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+            have = {json.dumps(r["key"]) for r in done}
+            todo = [([v, "clean", s, early_steps], config(v, "clean", s)) for v in variants if v != "dense"
+                    for s in range(seeds)]
+            todo = [(k, c) for k, c in todo if json.dumps(k) not in have]
+            if todo and train:
+                ctx = multiprocessing.get_context("spawn")
+                with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+                    futs = [pool.submit(_router_trace, k, dict(c, threads=1), early_steps,
+                                        str(work / "early" / "-".join(map(str, k)))) for k, c in todo]
+                    for fut in futs:
+                        res = fut.result()
+                        done.append(res)
+                        with open(log, "a") as fh:
+                            fh.write(json.dumps(res) + "\n")
+            early = {}
+            for r in done:
+                v, _, s, n = r["key"]
+                if v in variants and n == early_steps:
+                    early.setdefault(v, {})[str(s)] = _early_summary(r, early_steps)
+            row["early"] = early
+            for v, per in early.items():
+                for s, e in sorted(per.items(), key=lambda kv: int(kv[0])):
+                    print(f"{kind} {v} seed {s} first {early_steps} steps: " + "; ".join(
+                        f"L{i} peak {L['peak_load_max_mean']} starved {L['starved_steps']} H {L['entropy_mean']}"
+                        f"->{L['entropy_last']} conf {L['confidence_last']} bias {L['bias_spread_last']}"
+                        for i, L in enumerate(e["layers"])), flush=True)
+        jobs = [([v, arm, s], config(v, arm, s)) for s in range(seeds) for v in variants
+                for arm in ("clean", "junk30") if arm == "clean" or s < junk_seeds]
+        res = {tuple(r["key"]): r for r in run_grid(jobs, work / f"runs-{proto}.jsonl", work / "runs", workers,
+                                                     train and not early_only)}
+        ref = (dense_reference or {}).get(kind, {})
+        dense_ref = None
+        if ref.get("protocol_hash") == proto and ref.get("bpb", {}).get("clean"):
+            dense_ref = {"clean": ref["bpb"]["clean"][:seeds], "junk30": ref["bpb"]["junk30"][:junk_seeds],
+                         "from": "results corpora (same protocol hash; CPU-deterministic runs)"}
+        for v in variants:
+            vals = {a: [res[(v, a, s)]["bpb"] for s in range(seeds) if (v, a, s) in res] for a in ("clean", "junk30")}
+            if v == "dense" and len(vals["clean"]) < 2 and dense_ref:
+                vals = {a: dense_ref[a] for a in ("clean", "junk30")}
+            r = {"clean": [round(x, 4) for x in vals["clean"]], "junk30": [round(x, 4) for x in vals["junk30"]]}
+            if len(vals["clean"]) > 1:
+                r["clean_mean"] = round(float(np.mean(vals["clean"])), 4)
+                r["clean_std"] = round(float(np.std(vals["clean"], ddof=1)), 4)
+            n = min(len(vals["clean"]), len(vals["junk30"]))
+            if n > 1:
+                r["junk30_vs_clean"] = dict(gap_stats(vals["clean"][:n], vals["junk30"][:n]), seeds=n)
+            cpu = [res[(v, a, s)]["cpu_s"] for a in ("clean", "junk30") for s in range(seeds) if (v, a, s) in res]
+            if cpu:
+                r["cpu_s_per_run"] = round(float(np.mean(cpu)), 1)
+            ends = [_router_end(work / "runs" / f"{v}-clean-{s}") for s in range(seeds) if (v, "clean", s) in res]
+            if any(ends):
+                r["clean_router_at_end"] = ends
+            row[v] = r
+        if dense_ref and "dense" not in variants:
+            row["dense"] = {"clean": [round(x, 4) for x in dense_ref["clean"]], "from": dense_ref["from"],
+                            "clean_mean": round(float(np.mean(dense_ref["clean"])), 4),
+                            "clean_std": round(float(np.std(dense_ref["clean"], ddof=1)), 4),
+                            "junk30_vs_clean": dict(gap_stats(dense_ref["clean"][:junk_seeds], dense_ref["junk30"]),
+                                                    seeds=junk_seeds)}
+        for v in variants:
+            d = row.get("dense-1M" if v.endswith("-1M") else "dense", {})  # the dense run of the same budget
+            if not v.startswith("dense") and d.get("clean_std") and row[v].get("clean_std"):
+                row[v]["std_over_dense"] = round(row[v]["clean_std"] / d["clean_std"], 2)
+                row[v]["mean_minus_dense"] = round(row[v]["clean_mean"] - d["clean_mean"], 4)
+        out[kind] = row
+        print(json.dumps({kind: {k: v for k, v in row.items() if k != "early"}}), flush=True)
+    return out
+
+
 def seed_offsets(kind: str, early_steps: int = 125) -> dict:
     """Why a seed ends off the others (issue #32): every seed of an arm trains on the same batches in
     the same order (`order_seed` fixed), so its training loss minus the arm's median at each logged
@@ -662,7 +841,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ablation", action="store_true", help="also run the known-order ablation")
     ap.add_argument("--only", choices=["speed", "gpu", "ablation", "corpora", "noise", "levers",
-                                                  "seed-offsets"], default=None)
+                                                  "seed-offsets", "moe"], default=None)
     ap.add_argument("--corpus", default="stdlib", help="levers: stdlib (the tuning corpus) or a benchmarks/_corpora kind")
     ap.add_argument("--levers", nargs="+", default=["base"], help="levers: which LEVERS variants")
     ap.add_argument("--workers", type=int, default=2, help="levers: training processes at once")
@@ -677,6 +856,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=3, help="noise: seeds 0..N-1 per arm")
     ap.add_argument("--gpu-budget", type=float, default=300.0, help="gpu: seconds before the remaining sizes are skipped")
     ap.add_argument("--arms", nargs="+", default=["clean", "junk30"], help="noise: which arms")
+    ap.add_argument("--moe-variants", nargs="+", default=["moe-old", "moe"], help="moe: which MOE_VARIANTS")
+    ap.add_argument("--early-steps", type=int, default=0, help="moe: trace the router over clean's first N steps")
+    ap.add_argument("--early-only", action="store_true", help="moe: only the router traces, no full runs")
+    ap.add_argument("--junk-seeds", type=int, default=3, help="moe: junk30 on seeds 0..N-1")
     args = ap.parse_args(argv)
     modes = [args.only] if args.only else ["speed", "gpu"] + (["ablation"] if args.ablation else [])
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
@@ -692,6 +875,12 @@ def main(argv=None) -> int:
         elif mode == "seed-offsets":
             results["seed_offsets"] = dict(results.get("seed_offsets", {}),
                                            **{k: seed_offsets(k) for k in args.kinds})
+        elif mode == "moe":
+            mo = results.setdefault("moe_proxy", {})
+            for kind, row in moe_proxy(tuple(args.kinds), args.moe_variants, args.seeds, args.junk_seeds,
+                                       args.workers, args.early_steps, not args.summarize,
+                                       results.get("corpora"), args.early_only).items():
+                mo[kind] = _merge(mo.get(kind, {}), row)
         elif mode == "corpora":
             results[mode] = dict(results.get(mode, {}), **corpora(
                 tuple(args.kinds), workers=args.workers, paired_only=args.paired_only, train=not args.summarize,

@@ -82,13 +82,19 @@ class MoEConfig(Strict):
     shared_hidden: int | None = Field(None, ge=1, description="per shared expert; None = expert_hidden")
     score: Literal["softmax", "sigmoid"] = "softmax"
     normalize_gates: bool | None = Field(None, description="renormalise the top-k gates; None = only for sigmoid")
-    routed_scaling: float = Field(1.0, gt=0, description="explicit routed-vs-shared scaling factor")
+    routed_scaling: float | None = Field(None, gt=0, description="explicit routed-vs-shared scaling factor; None = "
+                                         "num_experts / top_k for softmax scores (a uniform router passes its "
+                                         "experts at a dense expert's scale), 1 for sigmoid")
     bias_rate: Schedule = Field(0.01, description="aux-loss-free bias update rate (schedulable to 0); 0.01 settles "
                                 "routing within a proxy's few hundred steps (DeepSeek-V3 uses 0.001 over far more)")
     seq_balance_coef: float = Field(0.0, ge=0, description="sequence-wise balance loss (DeepSeek-V3: 1e-4)")
     z_loss_coef: float = Field(0.0, ge=0, description="router z-loss (OLMoE: 1e-3)")
     act_clip: float | None = Field(None, gt=0, description="element-wise clip of expert intermediate activations")
     freeze_router_after_tokens: int | None = Field(None, ge=0, description="router weights and bias frozen after")
+    router_lr_scale: Schedule = Field(1.0, description="multiplier on the router's learning rate (schedulable)")
+    router_warmup_fraction: float = Field(0.0, ge=0, le=1, description="the router's LR ramps linearly from 0 to "
+                                          "its scale over this fraction of the run (0.2 stops the early collapse "
+                                          "onto one expert, but delays layer 0's router: docs/trainer.md)")
     impl: Literal["auto", "padded", "grouped_mm", "loop"] = "auto"
 
     @model_validator(mode="after")
@@ -96,6 +102,13 @@ class MoEConfig(Strict):
         if self.num_experts > 1 and self.top_k > self.num_experts:
             raise ValueError(f"top_k {self.top_k} exceeds num_experts {self.num_experts}")
         return self
+
+    @property
+    def scaling(self) -> float:
+        """The routed-scaling factor in use (see `routed_scaling`)."""
+        if self.routed_scaling is not None:
+            return self.routed_scaling
+        return self.num_experts / self.top_k if self.score == "softmax" else 1.0
 
     @property
     def active_hidden(self) -> int:

@@ -239,8 +239,12 @@ def known_order_config(paths: dict[str, Path], tokens: int | None = None) -> dic
     unwanted tokens at small gates and the run ends no better than dense; in the others it recovers
     (entropy ~1.0, gate ~0.47) and ends 0.045 BPB better. Which one a seed gets is the noise. A wider
     bias rate, a decaying one, 8 experts top-2 and sigmoid scores did not change it (benchmarks/
-    results/trainer.json, "noise"). The MoE stays the trainer's default model; data decisions use this
-    dense proxy (`AblationSpec.dense_check` re-runs MoE ablations dense).
+    results/trainer.json, "noise"). Issue #42: a router LR warm-up stops the early collapse, yet seed 0
+    still ends at the dense level and seed 1 0.045 below: the split is whether layer 0's routed experts ever
+    pass at more than gates of ~0.3; routed scaling num_experts / top_k (now the MoE's default)
+    scales them up (seed std 0.016 over 5 seeds at 1M, 1.33x dense's 0.012): one seed
+    still collapses early and is fought by the bias for the run. The MoE stays the trainer's default model; data decisions use this dense proxy
+    (`AblationSpec.dense_check` re-runs MoE ablations dense).
 
     At 1M tokens this protocol still spread seeds by 0.017-0.020 BPB on corpora it was not tuned on
     (news, package READMEs), so 10% junk was not detected at 3 std; the budget went to 3M tokens at the

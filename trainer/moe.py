@@ -189,7 +189,7 @@ class MoE(nn.Module):
         super().__init__()
         normalize = cfg.normalize_gates if cfg.normalize_gates is not None else cfg.score == "sigmoid"
         self.n_experts, self.top_k = cfg.num_experts, cfg.top_k
-        self.router = Router(d, cfg.num_experts, cfg.top_k, cfg.score, normalize, cfg.routed_scaling)
+        self.router = Router(d, cfg.num_experts, cfg.top_k, cfg.score, normalize, cfg.scaling)
         self.experts = Experts(cfg.num_experts, d, cfg.expert_hidden, cfg.act_clip, cfg.impl)
         shared = cfg.n_shared * (cfg.shared_hidden or cfg.expert_hidden)
         self.shared = SwiGLU(d, shared) if shared else None

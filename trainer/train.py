@@ -236,9 +236,10 @@ class Trainer:
         meta_loss = st["tokens"] < self.meta_switch
         frozen = cfg.moe.freeze_router_after_tokens is not None and st["tokens"] >= cfg.moe.freeze_router_after_tokens
         factor = lr_factor(st["step"], self.total_steps, cfg.optim)
+        router = 0.0 if frozen else self.router_lr_scale()
         for opt in self.optimizers:
             for g in opt.param_groups:
-                g["lr"] = 0.0 if frozen and g.get("name") == "router" else g["base_lr"] * factor
+                g["lr"] = g["base_lr"] * factor * (router if g.get("name") == "router" else 1.0)
         batches = [make_batch(*self.loader.next(), meta_loss, self.device) for _ in range(cfg.data.grad_accum)]
         # Normalise by the whole accumulated batch's target count, so accumulation equals one big batch.
         n_targets = sum(b.n_targets for b in batches)
@@ -270,7 +271,16 @@ class Trainer:
         spike = self._spike(loss_value)
         return {"loss": loss_value, "grad_norm": float(grad_norm), "lr": self.cfg.optim.lr * factor,
                 "meta_loss": meta_loss, "bias_rate": rate, "mtp_weight": mtp_w, "router_frozen": frozen,
+                "router_lr_scale": router,
                 "spike": spike}
+
+    def router_lr_scale(self) -> float:
+        """The router's LR multiplier at this step: `moe.router_lr_scale`, ramped up linearly from 0
+        over `moe.router_warmup_fraction` of the steps."""
+        moe, step = self.cfg.moe, self.state["step"]
+        scale = schedule_value(moe.router_lr_scale, self.state["tokens"], self.total_tokens)
+        warm = int(moe.router_warmup_fraction * self.total_steps)
+        return scale * min(1.0, (step + 1) / warm) if warm else scale
 
     def _spike(self, loss: float) -> bool:
         st = self.state
@@ -357,6 +367,8 @@ class Trainer:
                "tokens_trained": st["trained"], "loss": round(rec["loss"], 5), "lr": rec["lr"],
                "grad_norm": round(rec["grad_norm"], 4), "tokens_per_s": round(tok_s, 1),
                "meta_loss": rec["meta_loss"], "bias_rate": rec["bias_rate"], "spikes": st["spikes"]}
+        if self.model.moe_layers():
+            out["router_lr_scale"] = round(rec["router_lr_scale"], 5)
         if self.cfg.mtp.depth:
             out["mtp_weight"] = rec["mtp_weight"]
         if rec["router_frozen"]:
