@@ -43,14 +43,7 @@ def segments(text: str, max_chars: int) -> list[str]:
         if len(line) <= max_chars:
             out.append(line)
             continue
-        current = ""
-        for piece in _SENTENCES.split(line):
-            if current and len(current) + len(piece) > max_chars:
-                out.append(current)
-                current = ""
-            current = f"{current} {piece}" if current else piece
-        if current:
-            out.append(current)
+        out.extend(T.pack_pieces(_SENTENCES.split(line), max_chars))
     return out
 
 

@@ -105,3 +105,19 @@ def ratio(num, den, empty: float = 0.0) -> np.ndarray:
 def count(text: pa.Array, pattern: str, regex: bool = True, ignore_case: bool = False) -> np.ndarray:
     fn = pc.count_substring_regex if regex else pc.count_substring
     return _np(fn(text, pattern, ignore_case=ignore_case)).astype(np.float64)
+
+
+def pack_pieces(pieces, size: int) -> list[str]:
+    """Pieces of text (sentences, lines) joined with spaces into chunks of at most about `size`
+    characters; a piece longer than `size` is a chunk of its own. Empty pieces are skipped."""
+    out, current = [], ""
+    for piece in pieces:
+        if not piece or not piece.strip():
+            continue
+        if current and len(current) + len(piece) > size:
+            out.append(current)
+            current = ""
+        current = f"{current} {piece}" if current else piece
+    if current:
+        out.append(current)
+    return out

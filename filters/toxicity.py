@@ -77,17 +77,7 @@ def _entries(lines: list[str], lang: str | None) -> frozenset[tuple[str, ...]]:
 def chunks(text: str, size: int) -> list[str]:
     """`text` cut at sentence ends and line breaks, the pieces packed into chunks of about `size`
     characters (a comment is scored with its neighbours, as the model was trained on comments)."""
-    out, current = [], ""
-    for piece in _SPLIT.split(text):
-        if not piece or not piece.strip():
-            continue
-        if current and len(current) + len(piece) > size:
-            out.append(current)
-            current = ""
-        current = f"{current} {piece}" if current else piece
-    if current:
-        out.append(current)
-    return out
+    return T.pack_pieces(_SPLIT.split(text), size)
 
 
 def hits(ws: list[str], entries: frozenset[tuple[str, ...]], longest: int) -> set[tuple[str, ...]]:
