@@ -7,5 +7,6 @@ from snapshots import demo_matches_local
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # the whole demo again (2 min of CPU); the engines agree stage by stage in test_pipeline_contract/engines
 def test_demo_on_ray_matches_local(ray_engine, tmp_path, request):
     demo_matches_local("ray", RAY_OPTIONS, tmp_path, request)

@@ -7,5 +7,6 @@ from snapshots import demo_matches_local
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # the whole demo again (1.5 min of CPU); the engines agree stage by stage in test_pipeline_contract/engines
 def test_demo_on_spark_matches_local(spark_engine, tmp_path, request):
     demo_matches_local("spark", SPARK_OPTIONS, tmp_path, request)

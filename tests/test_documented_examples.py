@@ -3,9 +3,9 @@ sample: exit 0, something printed, and whatever it writes exists and is not empt
 example cannot rot without this failing.
 
 The demo on Spark and Ray, cluster addresses, proxy training, rebuilding the quality models and LLM
-generation on CPU take minutes each: those lines run in `test_slow_examples` (`make test-all`); the
-demo itself runs on every engine in the default suite (test_demo_on_spark.py, test_demo_on_ray.py,
-test_pipeline_cluster.py), and the served model in test_synth_client.py."""
+generation on CPU take minutes each: those lines run in `test_slow_examples` (`make test-all`), as
+does the whole demo on every engine (test_demo_on_spark.py, test_demo_on_ray.py,
+test_pipeline_cluster.py); the served model runs in test_synth_client.py."""
 from __future__ import annotations
 
 import socket

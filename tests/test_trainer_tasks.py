@@ -82,9 +82,10 @@ def test_schema_file_and_one_line_errors(tmp_path):
         load_task("nosuch")
 
 
-def test_task_from_a_url_over_http():
+def test_task_from_a_url_over_http(monkeypatch):
     """A task file given as a URL is read through pipeline/storage (a real HTTP server here), labels
-    file beside it included."""
+    file beside it included, once the user allows http:// (remote schemes are an allow-list)."""
+    monkeypatch.setenv("ASSAY_REMOTE_SCHEMES", "http")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(FIX))
     handler.log_message = lambda *a: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
