@@ -142,6 +142,11 @@ def test_staging_folders_of_a_killed_run_are_swept(tmp_path, monkeypatch):
     """A run killed while uploading leaves its staging folder; the next process's first staging
     folder removes it, and never one of a process still running."""
     monkeypatch.setenv("ASSAY_STAGING", str(tmp_path / "staging"))
+    # beside them, what Assay did not make: a user's folder, and one named like staging but not by it
+    users = [tmp_path / "staging" / "my-notes", tmp_path / "staging" / "assay-out-mine"]
+    for folder in users:
+        folder.mkdir(parents=True)
+        (folder / "keep.txt").write_text("mine")
     made = subprocess.run([sys.executable, "-c", "from assay.pipeline import storage; import os; "
                            "print(storage.staging_dir()); os._exit(9)"],  # dies without cleaning up
                           capture_output=True, text=True, env=dict(os.environ), timeout=60)
@@ -153,4 +158,5 @@ def test_staging_folders_of_a_killed_run_are_swept(tmp_path, monkeypatch):
     assert not killed.exists() and mine.is_dir()
     storage.sweep_staging(str(tmp_path / "staging"))  # this process's own folder stays
     assert mine.is_dir()
-    assert not [p for p in (tmp_path / "staging").iterdir() if p != mine]
+    assert not [p for p in (tmp_path / "staging").iterdir() if p != mine and p not in users]
+    assert all((folder / "keep.txt").read_text() == "mine" for folder in users)
