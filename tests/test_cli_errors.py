@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -243,6 +244,24 @@ def test_inspect_on_a_plain_folder_says_so_and_fails(tmp_path):
     assert "interrupted" not in result.stderr + result.stdout
 
 
+# What an engine (its JVM, log4j, Ray's logging) prints when it talks on its own: none of it in a quiet run.
+ENGINE_LINE = re.compile(r"WARNING: |WARN |INFO |log4j|SLF4J|incubator|NativeCodeLoader|Setting default log level"
+                         r"|setLogLevel|\bRay\b|raylet|\(pid=\d+")
+
+
+@pytest.mark.spark
+def test_a_quiet_run_on_spark_prints_no_jvm_or_spark_line(tmp_path):
+    """Without -v a Spark run prints Assay's own lines only: not the JVM's "WARNING: Using incubator
+    modules: jdk.incubator.vector" nor any log4j line of Spark's."""
+    _pages(tmp_path)
+    (tmp_path / "r.yaml").write_text('name: r\nworkdir: runs\nstages:\n'
+                                     '  - {id: pages, uses: extract.html, params: {paths: ["in/*.html"]}}\n')
+    result = assay("run", "r.yaml", "--engine", "spark", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    leaked = [line for line in (result.stderr + result.stdout).splitlines() if ENGINE_LINE.search(line)]
+    assert not leaked, leaked
+
+
 @pytest.mark.ray
 def test_a_quiet_run_on_ray_prints_no_ray_log_line(tmp_path):
     """Without -v the terminal shows Assay's own lines only: Ray's "Started a local Ray instance."
@@ -253,3 +272,5 @@ def test_a_quiet_run_on_ray_prints_no_ray_log_line(tmp_path):
     result = assay("run", "r.yaml", "--engine", "ray", "--workers", "1", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Ray" not in result.stderr and "INFO" not in result.stderr + result.stdout, result.stderr
+    leaked = [line for line in (result.stderr + result.stdout).splitlines() if ENGINE_LINE.search(line)]
+    assert not leaked, leaked

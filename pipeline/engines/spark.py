@@ -72,28 +72,58 @@ def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
         return _SESSION
     _prepare_environment()
     check_java()
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    builder = (
-        SparkSession.builder.master(master)
-        .appName("assay")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+    settings = {
+        "spark.master": master,
+        "spark.app.name": "assay",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
         # Our log4j2 profile instead of Spark's default one, whose start-up banner and WARN lines
         # reach the terminal before setLogLevel can act.
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2_PROFILE.as_uri()} "
-                f"-Dassay.spark.level={spark_log_level().lower()}")
-    )
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    _SESSION = builder.getOrCreate()
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_PROFILE.as_uri()} "
+                                         f"-Dassay.spark.level={spark_log_level().lower()}",
+    }
+    conf = SparkConf().setAll([(key, str(value)) for key, value in {**settings, **(conf or {})}.items()])
+    SparkContext(conf=conf, gateway=_gateway(conf))
+    _SESSION = SparkSession.builder.getOrCreate()
     _SESSION.sparkContext.setLogLevel(spark_log_level())
     return _SESSION
+
+
+_GATEWAY = None
+# The JVM's module system prints this itself whenever Spark's launcher adds jdk.incubator.vector (it
+# always does); no log4j level or JVM option silences it.
+JVM_NOISE = (b"WARNING: Using incubator modules:",)
+
+
+def _gateway(conf):
+    """The py4j gateway JVM (launched once per process), its stderr passed through a filter that
+    drops the JVM's own start-up notice in a quiet run and forwards every other byte to ours."""
+    global _GATEWAY
+    if _GATEWAY is None:
+        import subprocess
+        import threading
+
+        from pyspark.java_gateway import launch_gateway
+
+        _GATEWAY = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+        quiet = spark_log_level() == "ERROR"
+        threading.Thread(target=_forward_stderr, args=(_GATEWAY.proc.stderr, quiet), daemon=True,
+                         name="spark-stderr").start()
+    return _GATEWAY
+
+
+def _forward_stderr(stream, quiet: bool) -> None:
+    for line in iter(stream.readline, b""):
+        if not (quiet and line.startswith(JVM_NOISE)):
+            os.write(2, line)
 
 
 def stop_spark() -> None:
