@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from pathlib import Path
 
 TYPES = ("article", "forum", "product", "listing", "collection", "documentation", "service")
 
-_SCHEMA = re.compile(r"""(?:"@type"\s*:\s*\[?\s*"|itemtype\s*=\s*["']?https?://schema\.org/)([A-Za-z]+)""")
+# Two patterns, each opening with a literal that the regex engine looks for first: one alternation
+# of both is tried at every character of the page (4x slower over a 400,000-character head).
+_SCHEMA_JSON = re.compile(r""""@type"\s*:\s*\[?\s*"([A-Za-z]+)""")
+_SCHEMA_MICRODATA = re.compile(r"""itemtype\s*=\s*["']?https?://schema\.org/([A-Za-z]+)""")
 _OG_TYPE = re.compile(r"""<meta[^>]+property\s*=\s*["']og:type["'][^>]+content\s*=\s*["']([\w.:-]+)""", re.I)
 _GENERATOR = re.compile(r"""<meta[^>]+name\s*=\s*["']generator["'][^>]+content\s*=\s*["']([^"']{1,80})""", re.I)
 _CANONICAL = re.compile(r"""<link[^>]+rel\s*=\s*["']canonical["'][^>]+href\s*=\s*["']([^"']{1,500})""", re.I)
@@ -50,6 +54,28 @@ _TAGS = ("article", "time", "pre", "code", "table", "li", "form", "h1", "h2", "h
 
 _MODEL = None
 
+try:  # one automaton pass for all the words, where a `str.count` each scans the window 46 times
+    import ahocorasick_rs
+
+    _WORD_SEARCH = ahocorasick_rs.AhoCorasick(list(_PAGE_WORDS)).find_matches_as_indexes
+except ImportError:
+    _WORD_SEARCH = None
+# The overlapping matches of a word equal `str.count`'s (which does not overlap) unless the word's
+# start is also its end ("example", "breadcrumb", "read more"): those are counted by `str.count`.
+_SELF_OVERLAP = frozenset(i for i, w in enumerate(_PAGE_WORDS) if any(w[:k] == w[-k:] for k in range(1, len(w))))
+
+
+def _word_counts(low: str) -> list[int]:
+    """`low.count(w)` for each of `_PAGE_WORDS`, in their order."""
+    if _WORD_SEARCH is None:
+        return [low.count(w) for w in _PAGE_WORDS]
+    counts = [0] * len(_PAGE_WORDS)
+    for i, _, _ in _WORD_SEARCH(low, overlapping=True):
+        counts[i] += 1
+    for i in _SELF_OVERLAP:
+        counts[i] = low.count(_PAGE_WORDS[i])
+    return counts
+
 _WORDS_WINDOW = 60_000  # characters
 
 
@@ -73,10 +99,9 @@ def tag_counts(tree) -> dict[str, int]:
 
 def features(html: str, counts: dict[str, int], posts: int, text: str, page_chars: int | None) -> dict[str, float]:
     """The model's inputs for one page: indicator and log-count features by name."""
-    head = html[:400_000]
     low = html[:_WORDS_WINDOW].lower()  # words counted in the page's start only: each count is a scan
     f: dict[str, float] = {}
-    types = set(_SCHEMA.findall(head))
+    types = set(_SCHEMA_JSON.findall(html, 0, 400_000)) | set(_SCHEMA_MICRODATA.findall(html, 0, 400_000))
     for t in _SCHEMA_TYPES:
         f[f"schema:{t}"] = float(t in types)
     og = _OG_TYPE.search(html, 0, _WORDS_WINDOW)
@@ -95,8 +120,8 @@ def features(html: str, counts: dict[str, int], posts: int, text: str, page_char
         f[f"url:{w}"] = float(w in words)
     f["url:depth"] = float(min(path.rstrip("/").count("/"), 6)) / 6
     f["url:digits"] = float(bool(re.search(r"\d{4,}", path)))
-    for w in _PAGE_WORDS:
-        f[f"word:{w}"] = math.log1p(min(low.count(w), 50)) / 4
+    for w, n in zip(_PAGE_WORDS, _word_counts(low)):
+        f[f"word:{w}"] = math.log1p(min(n, 50)) / 4
     f["prices"] = math.log1p(min(len(_PRICE.findall(html, 0, _WORDS_WINDOW)), 200)) / 5
     for tag in (*_TAGS, "cards"):
         f[f"tag:{tag}"] = math.log1p(counts.get(tag, 0)) / 7
@@ -127,7 +152,7 @@ def classify(f: dict[str, float]) -> str:
     best, best_z = "other", -math.inf
     zs = []
     for kind, coef, b in zip(model["classes"], model["coef"], model["intercept"]):
-        z = b + sum(c * v for c, v in zip(coef, x))
+        z = b + sum(map(operator.mul, coef, x))  # the generator's sums in the same order, without its frames
         zs.append(z)
         if z > best_z:
             best, best_z = kind, z
