@@ -1,0 +1,57 @@
+"""mode=native on pages that are not articles (services, products): each test is a page shape the
+selector once got wrong on WCXB's tune pages, written as the rule it now follows (not as a site)."""
+from assay.extractors.html import extract_html
+
+NAV = "<nav><a href='/'>Home</a> <a href='/services'>Services</a> <a href='/contact'>Contact</a></nav>"
+
+
+def native(html: str) -> str:
+    return extract_html({"html": html, "mode": "native"})["text"]
+
+
+def _section(kind: str, inner: str) -> str:
+    return f"<section class='page-section section-{kind}'><div class='container'>{inner}</div></section>"
+
+
+def test_a_service_page_built_of_a_stack_of_sections_keeps_every_section():
+    # A landing page: a hero, cards of features, a quote, a long FAQ, a visit block, each its own
+    # <section>. The FAQ holds the most running text, but it is one section of the page, not the page.
+    faq = "".join(f"<div class='faq-item'><h3>Question {i} about the repairs?</h3><p>Answer {i}. We repair "
+                  f"bicycles of every make, from city bikes to racing frames, and we keep the parts in stock, "
+                  f"so most repairs are done on the same day.</p></div>" for i in range(5))
+    cards = "".join(f"<div class='card'><h3>Feature {i}</h3><p>Feature {i} is a service we offer to every "
+                    f"rider in town, at a fair price.</p></div>" for i in range(3))
+    html = (f"<html><head><title>Bicycle repairs</title></head><body>{NAV}"
+            + _section("hero", "<h1>Bicycle repairs</h1><p>The workshop in the old town that fixes your bike "
+                               "while you wait, since 1984.</p>")
+            + _section("features", f"<h2>What we do</h2><div class='row'>{cards}</div>")
+            + _section("quote", "<h2>What riders say</h2><blockquote>They fixed my wheel in ten minutes and "
+                                "charged me almost nothing for it.</blockquote>")
+            + _section("faq", f"<h2>Questions</h2>{faq}")
+            + _section("visit", "<h2>Plan your visit</h2><p>Open daily from nine to six, in the lane behind "
+                                "the market hall, with parking for bikes.</p>")
+            + "<footer><p>Copyright 2025 the workshop</p></footer></body></html>")
+    text = native(html)
+    for part in ("fixes your bike while you wait", "Feature 2 is a service", "They fixed my wheel", "Answer 4.",
+                 "Open daily from nine"):
+        assert part in text, part
+    assert "Copyright" not in text
+
+
+def test_an_faq_marked_up_as_schema_org_faqpage_is_no_thread():
+    # schema.org Question and Answer items are a Q&A thread's posts, but inside an FAQPage they are
+    # the page's own questions: the service text around them stays.
+    faq = "".join(f"<div itemscope itemprop='mainEntity' itemtype='https://schema.org/Question'>"
+                  f"<h3 itemprop='name'>Question {i} about the fees?</h3><div itemscope itemprop='acceptedAnswer' "
+                  f"itemtype='https://schema.org/Answer'><p itemprop='text'>Answer {i}. Our fees depend on the size "
+                  f"of the garden, the hedges and the trees to cut, and we send a written quote before any work "
+                  f"starts, so there is never a surprise on the bill.</p></div></div>" for i in range(4))
+    intro = ("<p>We look after gardens in the valley all year round: mowing, pruning, planting, and clearing "
+             "leaves in the autumn, with our own tools and vans.</p><p>Every garden gets the same two gardeners "
+             "each visit, who learn what grows where and what the owners want from it.</p>")
+    html = (f"<html><head><title>Garden care</title></head><body>{NAV}<div class='page'><h1>Garden care</h1>"
+            f"{intro}<div itemscope itemtype='https://schema.org/FAQPage'><h2>Questions</h2>{faq}</div></div>"
+            "</body></html>")
+    text = native(html)
+    assert "We look after gardens" in text and "the same two gardeners" in text
+    assert "Answer 3." in text
