@@ -55,3 +55,27 @@ def test_an_faq_marked_up_as_schema_org_faqpage_is_no_thread():
     text = native(html)
     assert "We look after gardens" in text and "the same two gardeners" in text
     assert "Answer 3." in text
+
+
+def test_page_builder_text_blocks_each_in_a_column_of_its_own_are_the_body():
+    # Elementor gives every block a numbered class of its own (`elementor-element-54d0325`) beside the
+    # words all its text blocks share (`elementor-widget elementor-widget-text-editor`), and sets each
+    # in a section and column of its own: blocks of one name, not siblings, together the whole body.
+    def section(i, inner, kind="text-editor"):
+        return (f"<section class='elementor-section elementor-top-section'><div class='elementor-container'>"
+                f"<div class='elementor-column'><div class='elementor-widget-wrap'><div class='elementor-element "
+                f"elementor-element-{i}f{i}c elementor-widget elementor-widget-{kind}'><div class="
+                f"'elementor-widget-container'>{inner}</div></div></div></div></div></section>")
+    para = ("We help owners set up a company in the state, file the papers, draft the operating agreement and "
+            "answer the questions that come up in the first year of business. ")
+    body = "".join(section(i, f"<h2>Part {i} of the service</h2><p>Part {i}. {para * 2}</p>") for i in range(4))
+    recent = section(9, "".join(f"<a href='/r{j}'>Recent post number {j} on the blog</a><br>" for j in range(8)),
+                     "posts")
+    # Questions in tabs, outside any widget: pruning the text blocks would leave them alone.
+    tabs = "".join(f"<div class='elementor-tab-title'>Question {j}?</div><div class='elementor-tab-content'>"
+                   f"<p>Answer {j}. {para}</p></div>" for j in range(5))
+    html = (f"<html><head><title>Company formation</title></head><body>{NAV}<div class='site'>"
+            f"<h1>Company formation</h1>{body}<div class='elementor-tabs'>{tabs}</div>{recent}</div></body></html>")
+    text = native(html)
+    assert all(f"Part {i}. We help owners" in text for i in range(4))
+    assert "Recent post" not in text
