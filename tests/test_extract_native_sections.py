@@ -79,3 +79,20 @@ def test_page_builder_text_blocks_each_in_a_column_of_its_own_are_the_body():
     text = native(html)
     assert all(f"Part {i}. We help owners" in text for i in range(4))
     assert "Recent post" not in text
+
+
+def test_customer_reviews_under_a_product_are_not_its_text():
+    # A shop's reviews block (`product-reviews`) under a long description: buyers' sentences, running
+    # text enough to join it, but the page's text is the product's own description.
+    desc = ("<p>The kettle holds one and a half litres, boils in under three minutes, and switches itself off "
+            "when the water is ready, so it never runs dry.</p><p>Its steel body stays cool to the touch, and "
+            "the filter in the spout keeps limescale out of your cup.</p>") * 3
+    reviews = "".join(f"<div class='review'><p>Buyer {i}: I bought this kettle for my kitchen and it has worked "
+                      f"well every day since, quiet and quick, though the lid is a little stiff.</p></div>"
+                      for i in range(2))
+    html = (f"<html><head><title>Steel kettle</title></head><body>{NAV}<div class='product'><h1>Steel kettle</h1>"
+            f"<div class='description'>{desc}</div><div class='product-reviews'><h2>Reviews</h2>{reviews}</div>"
+            "</div></body></html>")
+    text = native(html)
+    assert "boils in under three minutes" in text and "limescale" in text
+    assert "Buyer" not in text
