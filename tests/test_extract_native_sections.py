@@ -96,3 +96,18 @@ def test_customer_reviews_under_a_product_are_not_its_text():
     text = native(html)
     assert "boils in under three minutes" in text and "limescale" in text
     assert "Buyer" not in text
+
+
+def test_a_listing_beside_its_own_intro_is_taken_whole():
+    # A listing page: the article's header holds its one paragraph of running text, and beside it,
+    # in the same article, groups of entries (a linked name, a price, a few words) with none. The
+    # header is only the first choice; the entries' region is in the same article, no sidebar.
+    groups = "".join(f"<section class='group'><h2>Shelf {g}</h2><ul>" + "".join(
+        f"<li><a href='/p{g}{i}'>Notebook model {g}{i}, ruled</a> <span>$1{i}.00</span></li>"
+        for i in range(6)) + "</ul></section>" for g in range(4))
+    html = (f"<html><head><title>Notebooks</title></head><body>{NAV}<article><header><h1>Notebooks</h1><p>Every "
+            f"notebook we sell, from pocket sizes to desk pads, sorted by the shelf they sit on in the shop.</p>"
+            f"</header><div><div>{groups}</div></div></article></body></html>")
+    text = native(html)
+    assert "Every notebook we sell" in text
+    assert all(f"Notebook model {g}{i}" in text for g in range(4) for i in range(6))
