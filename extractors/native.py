@@ -57,6 +57,7 @@ import re
 from .native_measure import Measures, _is_cjk
 from .native_prune import _prune_all
 from .native_region import is_landmark, main_region, page_region
+from .native_sections import widen_to_sections
 from .native_select import _in_small_forms, _score_candidates, _selection
 from .native_shape import (_cut_before_headline, _cut_teaser_runs, _cut_teasers, _drop_captioned_images, _drop_headline,
                            _trim_head)
@@ -108,6 +109,7 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
     else:
         skip = _in_small_forms(body, m)
         chosen = main_region(body, m, _selection(body, m, _score_candidates(m, skip), skip, title))
+        chosen = widen_to_sections(body, chosen, m)
         if info is not None:
             info["within"] = [_path(el) for el in chosen]
     body_chars = sum(m.total(el) for el in chosen) or 1

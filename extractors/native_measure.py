@@ -14,7 +14,7 @@ _NEGATIVE = re.compile(
     r"(?:^|[-_\s])(?:comments?|commentlist|respond|sidebar|side|widgets?|footer|foot|navbar|nav|menu|share|sharing"
     r"|social|related|relatedposts|breadcrumbs?|crumbs|cookies?|consent|banner|advert\w*|ads?|adsense|adslot|dfp"
     r"|promo\w*|sponsor\w*|subscribe|subscription|newsletter|signup|popup|modal|tags|taglist|tag-list|byline"
-    r"|author-?bio|authorbox|about-author|pagination|pager|paging|skip|print|rating|toolbar|masthead|teasers?"
+    r"|author-?bio|authorbox|about-author|pagination|pager|paging|skip|print|rating|reviews|toolbar|masthead|teasers?"
     r"|recommend\w*|outbrain|taboola|disqus|login|follow|shoutbox|dialog|overlay|trending|popular|most-?read|latest"
     r"|read-?more|more-stories|newsflash|sitemap|breaking|meta|post-meta|entry-meta|postmeta|widget-area|visually-hidden|sr-only|screen-reader-text"
     r"|jump|links|linklist|blogroll|archive|categories|category|signature|sig|userinfo|postprofile|profile"

@@ -4,12 +4,13 @@ metadata), and what keeps a block (code, formulas, quotations, sentences with li
 name that together hold the text)."""
 from __future__ import annotations
 
+import functools
 import re
 
 from lxml import etree
 
-from .native_measure import (_BLOCK, _CLASS_WEIGHT, _HEADINGS, _NOTHING, _SENTENCE_END, Measures, _named_like,
-                             _opens_with_link, _paragraph, _sentence)
+from .native_measure import (_BLOCK, _CLASS_WEIGHT, _HEADINGS, _NEGATIVE, _NOTHING, _SENTENCE_END, Measures,
+                             _class_words, _named_like, _opens_with_link, _paragraph, _sentence)
 
 
 _KEEP = frozenset(("pre", "math", "table", "tbody", "thead", "tr", "td", "th"))
@@ -236,15 +237,40 @@ def _group_chars(node, m: Measures, groups: _Groups) -> int:
 
 
 def _named_chars(node, m: Measures, groups: _Groups) -> int:
-    """Text of the blocks of the selection named against with `node`'s tag and class: a name
-    that the page gives to the wrappers of its body (`elementor-widget-container`, one in each of
-    its text blocks) is the body's."""
+    """Text of the blocks of the selection with `node`'s tag named against by one of its class
+    words, the most of its words: a name that the page gives to the wrappers of its body
+    (`elementor-widget-container`, one in each of its text blocks) is the body's, and so is one a
+    page builder gives every block beside words of its own (`elementor-element-54d0325
+    elementor-widget elementor-widget-heading`, each in a column of its own: one body's headings
+    and text blocks)."""
     named = groups.named
     if named is None:
         named = groups.named = {}
-        for el in groups.selection.iter("*"):
+        # Outermost blocks of each name only: a reply nested in the comment it answers is counted once.
+        stack = [(el, _NO_KEYS) for el in groups.selection.iterchildren(etree.Element)]
+        while stack:
+            el, above = stack.pop()
             cls = el.get("class")
             if cls and m.weight(el) < 0:
-                k = (el.tag, cls)
-                named[k] = named.get(k, 0) + m.total(el)
-    return named.get((node.tag, node.get("class")), 0)
+                keys = {(el.tag, word) for word in _against_words(cls)}
+                for k in keys - above:
+                    named[k] = named.get(k, 0) + m.total(el)
+                above = above | keys
+            stack.extend((kid, above) for kid in el.iterchildren(etree.Element))
+    cls = node.get("class")
+    return max((named.get((node.tag, w), 0) for w in _against_words(cls)), default=0) if cls else 0
+
+
+_NO_KEYS: frozenset = frozenset()
+
+
+@functools.lru_cache(maxsize=50_000)  # a page repeats a few class strings many times
+def _against_words(cls: str) -> frozenset:
+    """The class words that name a block as boilerplate, else the class itself as one word. Not the
+    words of reader comments: under an article they share one name, and are not its text (a thread's
+    posts are taken whole by `threads`)."""
+    return frozenset(w for w in _class_words(cls) if _NEGATIVE.search(w) and not _COMMENT.search(w)) or \
+        frozenset((cls,))
+
+
+_COMMENT = re.compile(r"comment|repl(?:y|ies)|respond", re.I)

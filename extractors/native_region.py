@@ -24,7 +24,14 @@ def main_region(body, m: Measures, chosen: list) -> list:
     if not region or m.total(region[0]) < 2 * got:
         return chosen
     if not is_landmark(region[0]) and not all(within(el, region[0]) for el in chosen):
-        return chosen  # cards elsewhere (a sidebar's list of teasers) are not the page's
+        # The cards beside the choice in its own container (a listing's intro in the article's
+        # header, its entries after it): the container is the page's. Elsewhere (a sidebar's list
+        # of teasers) they are not the page's.
+        parent = chosen[0].getparent()
+        if parent is not None and parent is not body and all(el.getparent() is parent for el in chosen) and \
+                within(region[0], parent):
+            return [parent]
+        return chosen
     return region  # a landmark wins wherever the choice was (a docs index's footer beside its toctree)
 
 

@@ -54,7 +54,7 @@ def _schema_posts(tree, scoped: list | None = None) -> list:
     bodies, starter = [], False
     for item in tree.xpath("//*[@itemscope][@itemtype]") if scoped is None else scoped:
         found = _POST_TYPES.search(item.get("itemtype", "").rstrip("/"))
-        if not found:
+        if not found or _in_faq(item):
             continue
         starter = starter or not found.group().endswith("Comment")
         # The item's own text property, not one of a nested item (an answer's comments).
@@ -64,6 +64,13 @@ def _schema_posts(tree, scoped: list | None = None) -> list:
                 break
     # Comments alone are reader comments under an article; a thread has a question or a first post.
     return bodies if starter else []
+
+
+def _in_faq(item) -> bool:
+    """Inside a schema.org FAQPage: its Questions and Answers are the page's own text (a service's
+    questions and answers), not the posts of a Q&A thread."""
+    return any(a.get("itemtype", "").rstrip("/").endswith("FAQPage") for a in item.iterancestors()
+               if a.get("itemscope") is not None)
 
 
 def _nearest_scope(el):
