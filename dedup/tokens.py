@@ -91,7 +91,6 @@ def lower_table() -> np.ndarray:
 def _cached_tables() -> tuple[np.ndarray, np.ndarray]:
     """(class table, lower table) from the cache file, or built and saved there. The file's name holds
     the Unicode and Arrow versions they come from; it holds plain arrays (no pickle)."""
-    import os
     from pathlib import Path
 
     name = f"code-point-tables-unicode{unicodedata.unidata_version}-arrow{pa.__version__}-v1.npz"
@@ -103,11 +102,11 @@ def _cached_tables() -> tuple[np.ndarray, np.ndarray]:
         pass
     lowered = _build_lower_table()
     classes = _build_class_table(lowered)
+    from assay.pipeline.dataset import atomic_path
+
     try:
-        path.parent.mkdir(exist_ok=True)
-        tmp = path.with_name(f".{name}.{os.getpid()}.npz")
-        np.savez(tmp, classes=classes, lower=lowered)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, classes=classes, lower=lowered)
     except OSError:  # a read-only install: build the tables in every process
         pass
     return classes, lowered

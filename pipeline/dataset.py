@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -125,6 +126,26 @@ def atomic_write_text(path: Path, text: str, redacted: bool = True) -> None:
     from .redact import redact
 
     atomic_write_bytes(path, (redact(text) if redacted else text).encode())
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary name beside the local file `path`, for writers that want a file name (a model's
+    save, a streamed export): on a clean exit it is flushed and renamed into place, on an error
+    removed. For files outside a stage's output (models, caches, exports): no lease is checked."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}{temp_tag()}")
+    try:
+        yield tmp
+        if FSYNC:
+            with open(tmp, "rb") as handle:
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
 
 
 def add_bins(total: list[int] | None, counts: list[int]) -> list[int]:

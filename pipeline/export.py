@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from . import storage
-from .dataset import Dataset
+from .dataset import Dataset, atomic_path
 from .errors import UserError
 
 
@@ -61,36 +61,30 @@ def export_jsonl(dataset: str | os.PathLike, out: str | os.PathLike, rejects: bo
         raise UserError(f"{out}: exists; refusing to overwrite it" + ("" if force else " (use --force for an earlier export)"))
     files = ds.reject_shards() if rejects else ds.shards()
     staging = storage.staging_dir("assay-export-") if storage.is_remote(out) else None
-    tmp = (staging / out.name) if staging else out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    rows = 0
-
-    def publish() -> None:
-        if staging is not None:
-            storage.put_file(tmp, out)
-        else:
-            os.replace(tmp, out)
-
     try:
-        if opener is None:
-            rows = _write_parquet(files, tmp, ds.schema)
-            publish()
-            return rows
-        with opener(tmp) as fh:
-            for path in files:
-                for batch in storage.parquet_file(path).iter_batches(batch_size=2_000):
-                    for row in batch.to_pylist():
-                        if isinstance(row.get("meta"), str):
-                            try:
-                                row["meta"] = json.loads(row["meta"])
-                            except ValueError:
-                                pass
-                        fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-                        rows += 1
-        publish()
+        with atomic_path(staging / out.name if staging else out) as tmp:
+            rows = _write_parquet(files, tmp, ds.schema) if opener is None else _write_jsonl(files, tmp, opener)
+        if staging is not None:
+            storage.put_file(staging / out.name, out)
     finally:
-        tmp.unlink(missing_ok=True)
         if staging is not None:
             storage.rmtree(staging)
+    return rows
+
+
+def _write_jsonl(files: list, tmp: Path, opener) -> int:
+    rows = 0
+    with opener(tmp) as fh:
+        for path in files:
+            for batch in storage.parquet_file(path).iter_batches(batch_size=2_000):
+                for row in batch.to_pylist():
+                    if isinstance(row.get("meta"), str):
+                        try:
+                            row["meta"] = json.loads(row["meta"])
+                        except ValueError:
+                            pass
+                    fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+                    rows += 1
     return rows
 
 

@@ -23,11 +23,6 @@ from .stage import MapStage, Stage, Task
 from .stats import Stats
 
 
-def fusable(stage: Stage) -> bool:
-    return (isinstance(stage, MapStage) and type(stage).kind == "map" and stage.cardinality == "one_to_one"
-            and stage.output_kind == "documents")
-
-
 class FusedWriter:
     """One ShardWriter per stage of the chain; only the last one writes row shards."""
 

@@ -321,8 +321,6 @@ def _digest_json(value: Any) -> str:
 def declared(stage: "Stage", inputs: Sequence["Dataset"] = (), input_fingerprints: Sequence[str | None] | None = None
              ) -> dict[str, Any]:
     """Everything `stage` reads, each part reduced to a digest: the stage's identity."""
-    from .stage import SourceStage
-
     cls = type(stage)
     places = {name for name, kind in stage.reads.items() if kind == PLACE}
     params = stage.params.model_dump(mode="json")
@@ -335,8 +333,9 @@ def declared(stage: "Stage", inputs: Sequence["Dataset"] = (), input_fingerprint
         "files": {name: _combine((str(p), path_digest(p)) for p in paths)
                   for name, paths in sorted(stage.read_files().items())},
     }
-    if isinstance(stage, SourceStage):  # outside files: their content is part of the input
-        identity["files"]["<inputs>"] = _digest_json(stage.input_identity())
+    outside = stage.input_identity()
+    if outside is not None:  # outside files: their content is part of the input
+        identity["files"]["<inputs>"] = _digest_json(outside)
     service = stage.service_identity()
     if service is not None:
         identity["service"] = _digest_json(service)

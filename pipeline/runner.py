@@ -6,11 +6,8 @@ fingerprint is unchanged, and a killed stage resumes at the first uncommitted sh
 """
 from __future__ import annotations
 
-import glob
-import hashlib
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,7 +20,7 @@ from .dataset import (Dataset, Lease, OutputRefused, atomic_write_text, check_ou
 from .identity import fingerprint_of, why
 from .engines import Engine, EngineOptions, get_engine
 from .errors import UserError
-from .stage import FitApplyStage, GlobalContext, GlobalStage, SourceStage, Stage, Task
+from .stage import FitApplyStage, Stage, Task
 
 
 class StageFailed(UserError):
@@ -71,10 +68,8 @@ def check_paths(stage: Stage, inputs: Sequence[Dataset], out: Path) -> None:
     into or around what it reads."""
     target = storage.resolve(storage.as_path(out))
     sources = [storage.resolve(ds.path) for ds in inputs]
-    files: list[str] = []
-    if isinstance(stage, SourceStage):
-        sources += [storage.resolve(storage.as_path(p)) for p in stage.params.paths if not glob.has_magic(str(p))]
-        files = stage.matched_files()
+    named, files = stage.outside_inputs()
+    sources += [storage.resolve(storage.as_path(p)) for p in named]
     local_target = not storage.is_remote(target)
     folders: dict[str, str] = {}
     for f in files:  # a folder of 100,000 pages is 100,000 realpaths: local ones as strings, no Path
@@ -90,6 +85,34 @@ def check_paths(stage: Stage, inputs: Sequence[Dataset], out: Path) -> None:
             raise OutputRefused(f"output {out} {relation} the input {src}; choose another output path")
 
 
+@dataclass
+class StageRun:
+    """What a stage kind's plan (`Stage.execute`) runs with: the engine, the inputs, the output and
+    its schema, the tasks listed up front, and the manifest the plan adds its figures to."""
+    engine: Engine
+    datasets: list[Dataset]
+    out: Path
+    schema: Any
+    tasks: list[Task]
+    fingerprint: str
+    manifest: dict[str, Any]
+    progress: bool = False
+
+    def map(self, stage: Stage) -> int:
+        """One task per shard, each writing its own output shard; committed shards are not run again."""
+        if not self.tasks:  # an empty input still yields an output with a schema
+            stage.open_writer(self.out, Task(0, ()), self.schema).commit()
+        done = done_shards(self.out)
+        pending = [t for t in self.tasks if t.index not in done]
+        self.manifest["resumed_shards"] = len(self.tasks) - len(pending)
+        _run_tasks(self.engine, stage, pending, self.out, self.schema, self.progress, total=len(self.tasks),
+                   already=len(self.tasks) - len(pending))
+        return max(len(self.tasks), 1)
+
+    def fit(self, stage: FitApplyStage) -> dict | None:
+        return _fit(self.engine, stage, self.tasks, self.out, self.schema, self.progress)
+
+
 def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: str | os.PathLike,
               engine: Engine | str | None = "local", options: EngineOptions | dict | None = None,
               force: bool = False, progress: bool = False, owner: str | None = None,
@@ -98,71 +121,92 @@ def run_stage(stage: Stage, inputs: Sequence[Dataset | str | os.PathLike], out: 
 
     `force` runs it even when nothing it reads changed; `replace` (default: `force`) lets it replace an
     output another stage, recipe (`owner`) or params made."""
-    out = storage.as_path(out)
+    return _run_chain([stage], inputs, [out], engine, options, force, progress, owner, replace)[0]
+
+
+def run_fused(stages: Sequence[Stage], inputs: Sequence[Dataset | str | os.PathLike], outs: Sequence[str | os.PathLike],
+              engine: Engine | str | None = "local", options: EngineOptions | dict | None = None,
+              force: bool = False, progress: bool = False, owner: str | None = None,
+              replace: bool | None = None) -> list[StageResult]:
+    """Run a chain of one-to-one map stages as one task per shard (see fusion.py); each stage still
+    gets its own output directory, rejects, statistics and manifest. Only the last holds rows: the
+    others' manifests say `fused_into`, which makes them incomplete as datasets (nothing reads them)."""
+    for stage in stages:
+        if not stage.fusable():
+            raise StageFailed(f"stage {stage.stage_id!r} cannot be fused: only one-to-one document map stages can")
+    return _run_chain(stages, inputs, outs, engine, options, force, progress, owner, replace)
+
+
+def _run_chain(stages: Sequence[Stage], inputs: Sequence[Dataset | str | os.PathLike], outs: Sequence[str | os.PathLike],
+               engine: Engine | str | None, options: EngineOptions | dict | None, force: bool, progress: bool,
+               owner: str | None, replace: bool | None) -> list[StageResult]:
+    """The commit protocol, for one stage or a fused chain (stage i reads stage i-1's rows): refuse
+    what is not ours, skip what is unchanged, lease every output, run the kind's plan, then write
+    each manifest last."""
+    from contextlib import ExitStack
+
+    from .fusion import FusedStage
+
+    head, outs = stages[0], [storage.as_path(o) for o in outs]
     datasets = [ds if isinstance(ds, Dataset) else Dataset(ds) for ds in inputs]
     for ds in datasets:
         if not ds.complete:
-            raise StageFailed(f"stage {stage.stage_id!r}: input {ds.incomplete_reason()}")
-    if isinstance(stage, SourceStage) and datasets:
-        raise StageFailed(f"stage {stage.stage_id!r} ({stage.name}) reads files; it takes no dataset inputs")
-    if not isinstance(stage, SourceStage) and not datasets and stage.needs_inputs:
-        raise StageFailed(f"stage {stage.stage_id!r} ({stage.name}) needs at least one input dataset")
-    check_paths(stage, datasets, out)
-    check_output(out)  # before anything is read or written: never touch what is not ours
-    ident = identity(stage, datasets)
-    fp = fingerprint_of(ident)
-    existing = Dataset(out).manifest
-    if existing and existing.get("fingerprint") == fp and not force and not existing.get("fused_into"):
-        Lease.clear_stale(out, fp, producer(stage, owner))
-        return StageResult(stage.stage_id, out, existing, skipped=True)
-    made_by = producer(stage, owner)
-    Lease.check_free(out)
-    check_replace(out, made_by, force if replace is None else replace, json.loads(stage.params_json()))
+            raise StageFailed(f"stage {head.stage_id!r}: input {ds.incomplete_reason()}")
+    problem = head.check_inputs(datasets)
+    if problem:
+        raise StageFailed(f"stage {head.stage_id!r} ({head.name}) {problem}")
+    for out in outs:
+        check_paths(head, datasets, out)
+        check_output(out)  # before anything is read or written: never touch what is not ours
+    idents: list[dict[str, Any]] = []
+    fps: list[str] = []
+    for stage in stages:
+        idents.append(identity(stage, datasets, [fps[-1]] if fps else None))
+        fps.append(fingerprint_of(idents[-1]))
+    existing = [Dataset(out).manifest for out in outs]
+    made_by = [producer(stage, owner) for stage in stages]
+    if not force and all(m and m.get("fingerprint") == fp for m, fp in zip(existing, fps)) \
+            and not existing[-1].get("fused_into"):
+        for out, fp, who in zip(outs, fps, made_by):
+            Lease.clear_stale(out, fp, who)
+        return [StageResult(s.stage_id, o, m, skipped=True) for s, o, m in zip(stages, outs, existing)]
+    for stage, out, who in zip(stages, outs, made_by):
+        Lease.check_free(out)
+        check_replace(out, who, force if replace is None else replace, json.loads(stage.params_json()))
     eng = _as_engine(engine, options)
-    tasks = [] if isinstance(stage, GlobalStage) else stage.tasks(datasets)  # list inputs before touching `out`
-    with Lease(out, fp, made_by, owns=stage.owned_names) as lease:
-        previous = None if force else lease.previous_fingerprint()
-        prepare_output(out, fp, previous)
+    tasks = head.listed_tasks(datasets)  # list inputs before touching `out`
+    with ExitStack() as held:
+        previous = []
+        for stage, out, fp, who in zip(stages, outs, fps, made_by):
+            lease = held.enter_context(Lease(out, fp, who, owns=stage.owned_names))
+            previous.append(None if force else lease.previous_fingerprint())
+            prepare_output(out, fp, previous[-1])
         started = time.time()
-        manifest = _manifest(stage, fp, [(str(ds.path), (ds.manifest or {}).get("fingerprint")) for ds in datasets], eng)
-        manifest.update(identity=ident, producer=made_by, owns=list(stage.owned_names),
-                        ran_because="forced" if force else "resumed" if previous == fp else why(ident, (existing or {}).get("identity")))
-        if isinstance(stage, SourceStage):  # the input-file manifest: which files made which shard
-            manifest["input_files"] = [dict({"shard": t.index, "files": list(t.inputs)}, **dict(t.extra)) for t in tasks]
-        schema = stage.output_schema([ds.schema for ds in datasets])
-        if isinstance(stage, GlobalStage):
-            plan = eng.name if eng.name in stage.plans() else "local"
-            if plan != eng.name:
-                warning = f"stage {stage.stage_id!r} has no {eng.name} plan; it ran the local plan on the driver"
-                manifest["fallback_warning"] = warning
-                print(f"warning: {warning}", file=sys.stderr)
-            ctx = GlobalContext(datasets, out, schema, stage.stage_id, engine=eng, workdir=out.parent, fingerprint=fp)
-            stage.ensure_setup()
-            try:
-                shard_count = getattr(stage, f"run_{plan}")(ctx)
-            finally:
-                stage.close()
-                if "_local_scratch" in ctx.extra_state:  # the driver's own scratch of a remote output
-                    storage.rmtree(ctx.extra_state["_local_scratch"])
-            manifest["plan"] = plan
-            if ctx.extra:  # plan statistics (candidate pairs, groups, spilled bytes, ...)
-                manifest["stats"] = ctx.extra
-        else:
-            if isinstance(stage, FitApplyStage):
-                manifest["statistics"] = _fit(eng, stage, tasks, out, schema, progress)
-            shard_count = max(len(tasks), 1)
-            if not tasks:  # an empty input still yields an output with a schema
-                _commit_empty(stage, out, schema)
-            done = done_shards(out)
-            pending = [t for t in tasks if t.index not in done]
-            manifest["resumed_shards"] = len(tasks) - len(pending)
-            _run_tasks(eng, stage, pending, out, schema, progress, total=len(tasks), already=len(tasks) - len(pending))
-        manifest.update(stage.describe_output(out) if hasattr(stage, "describe_output") else {})
-        manifest["wall_seconds"] = round(time.time() - started, 3)
-        manifest["output_columns"] = schema.names
-        manifest = finalize(out, manifest, shard_count)
-        storage.rmtree(out / "_scratch")
-    return StageResult(stage.stage_id, out, manifest, skipped=False)
+        schemas = [head.output_schema([ds.schema for ds in datasets])]
+        for stage in stages[1:]:
+            schemas.append(stage.output_schema([schemas[-1]]))
+        manifests = []
+        upstream = [(str(ds.path), (ds.manifest or {}).get("fingerprint")) for ds in datasets]
+        for stage, out, fp, ident, who, before, old in zip(stages, outs, fps, idents, made_by, previous, existing):
+            manifests.append(_manifest(stage, fp, upstream, eng))
+            manifests[-1].update(identity=ident, producer=who, owns=list(stage.owned_names),
+                                 ran_because="forced" if force else "resumed" if before == fp
+                                 else why(ident, (old or {}).get("identity")))
+            upstream = [(str(out), fp)]
+        plan = FusedStage(stages, outs, schemas) if len(stages) > 1 else head
+        run = StageRun(eng, datasets, outs[-1], schemas[-1], tasks, fps[-1], manifests[-1], progress)
+        shard_count = plan.execute(run)
+        results = []
+        for i, (stage, out, schema, manifest) in enumerate(zip(stages, outs, schemas, manifests)):
+            manifest.update(stage.describe_output(out) if hasattr(stage, "describe_output") else {})
+            manifest.update(wall_seconds=round(time.time() - started, 3), output_columns=schema.names)
+            if len(stages) > 1:
+                manifest.update(fused_with=[s.stage_id for s in stages], resumed_shards=run.manifest["resumed_shards"])
+                if i < len(stages) - 1:
+                    manifest["fused_into"] = str(outs[-1])  # its rows live in the chain's last output
+            results.append(StageResult(stage.stage_id, out, finalize(out, manifest, shard_count), skipped=False))
+        storage.rmtree(outs[-1] / "_scratch")
+    return results
 
 
 def _manifest(stage: Stage, fp: str, inputs: list[tuple[str, str | None]], eng: Engine) -> dict[str, Any]:
@@ -180,83 +224,6 @@ def _manifest(stage: Stage, fp: str, inputs: list[tuple[str, str | None]], eng: 
         "resources": dict(stage.resources.model_dump(), workers=stage.workers, batch_rows=stage.batch_rows),
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-
-
-def run_fused(stages: Sequence[Stage], inputs: Sequence[Dataset | str | os.PathLike], outs: Sequence[str | os.PathLike],
-              engine: Engine | str | None = "local", options: EngineOptions | dict | None = None,
-              force: bool = False, progress: bool = False, owner: str | None = None,
-              replace: bool | None = None) -> list[StageResult]:
-    """Run a chain of one-to-one map stages as one task per shard (see fusion.py); each stage still
-    gets its own output directory, rejects, statistics and manifest. Only the last holds rows: the
-    others' manifests say `fused_into`, which makes them incomplete as datasets (nothing reads them)."""
-    from contextlib import ExitStack
-
-    from .fusion import FusedStage, fusable
-
-    outs = [storage.as_path(o) for o in outs]
-    datasets = [ds if isinstance(ds, Dataset) else Dataset(ds) for ds in inputs]
-    for stage in stages:
-        if not fusable(stage):
-            raise StageFailed(f"stage {stage.stage_id!r} cannot be fused: only one-to-one document map stages can")
-    for ds in datasets:
-        if not ds.complete:
-            raise StageFailed(f"stage {stages[0].stage_id!r}: input {ds.incomplete_reason()}")
-    for out in outs:
-        check_paths(stages[0], datasets, out)
-        check_output(out)
-    idents: list[dict[str, Any]] = []
-    fps: list[str] = []
-    for i, stage in enumerate(stages):
-        idents.append(identity(stage, datasets, None if i == 0 else [fps[-1]]))
-        fps.append(fingerprint_of(idents[-1]))
-    existing = [Dataset(out).manifest for out in outs]
-    if not force and all(m and m.get("fingerprint") == fp for m, fp in zip(existing, fps)):
-        for stage, out, fp in zip(stages, outs, fps):
-            Lease.clear_stale(out, fp, producer(stage, owner))
-        return [StageResult(s.stage_id, o, m, skipped=True) for s, o, m in zip(stages, outs, existing)]
-    made_by = [producer(stage, owner) for stage in stages]
-    for stage, out, who in zip(stages, outs, made_by):
-        Lease.check_free(out)
-        check_replace(out, who, force if replace is None else replace, json.loads(stage.params_json()))
-    eng = _as_engine(engine, options)
-    tasks = stages[0].tasks(datasets)
-    schemas = [stages[0].output_schema([ds.schema for ds in datasets])]
-    for stage in stages[1:]:
-        schemas.append(stage.output_schema([schemas[-1]]))
-    with ExitStack() as held:
-        previous = []
-        for out, fp, who in zip(outs, fps, made_by):
-            lease = held.enter_context(Lease(out, fp, who))
-            previous.append(None if force else lease.previous_fingerprint())
-            prepare_output(out, fp, previous[-1])
-        started = time.time()
-        fused = FusedStage(stages, outs, schemas)
-        if not tasks:
-            fused.open_writer(outs[-1], Task(0, ()), schemas[-1]).commit()
-        done = done_shards(outs[-1])  # the last stage commits last
-        pending = [t for t in tasks if t.index not in done]
-        _run_tasks(eng, fused, pending, outs[-1], schemas[-1], progress, total=len(tasks), already=len(tasks) - len(pending))
-        results = []
-        upstream = [(str(ds.path), (ds.manifest or {}).get("fingerprint")) for ds in datasets]
-        for i, (stage, out, fp, schema) in enumerate(zip(stages, outs, fps, schemas)):
-            manifest = _manifest(stage, fp, upstream, eng)
-            manifest.update(fused_with=[s.stage_id for s in stages], resumed_shards=len(tasks) - len(pending),
-                            wall_seconds=round(time.time() - started, 3), output_columns=schema.names,
-                            identity=idents[i], producer=made_by[i],
-                            ran_because="forced" if force else "resumed" if previous[i] == fp
-                            else why(idents[i], (existing[i] or {}).get("identity")))
-            if i < len(stages) - 1:
-                manifest["fused_into"] = str(outs[-1])  # its rows live in the chain's last output
-            manifest = finalize(out, manifest, max(len(tasks), 1))
-            results.append(StageResult(stage.stage_id, out, manifest, skipped=False))
-            upstream = [(str(out), fp)]
-        storage.rmtree(outs[-1] / "_scratch")
-    return results
-
-
-def _commit_empty(stage: Stage, out: Path, schema) -> None:
-    writer = stage.open_writer(out, Task(0, ()), schema)
-    writer.commit()
 
 
 def _fit(eng: Engine, stage: FitApplyStage, tasks: list[Task], out: Path, schema, progress: bool) -> dict | None:
@@ -469,7 +436,7 @@ def dry_run(recipe, workdir: str | os.PathLike | None = None) -> list[tuple[str,
         spec = recipe.stage_spec(stage_id)
         stage = spec.build()
         upstream = [fps.get(name) for name in spec.inputs]
-        ident = identity(stage, [], None if isinstance(stage, SourceStage) else upstream)
+        ident = identity(stage, [], upstream)
         fps[stage_id] = fingerprint_of(ident)
         manifest = Dataset(root / stage_id).manifest
         if manifest and manifest.get("fingerprint") == fps[stage_id]:
@@ -484,14 +451,12 @@ def fusion_chains(recipe, order: list[str], engine_name: str) -> list[list[str]]
     whose output nobody else reads, on the same engine. Links follow the graph, not positions in
     `order`: stages of other branches at the same depth (e.g. synthesis beside cleaning) may sit
     between two links there; a chain runs whole when its head's turn comes."""
-    from .fusion import fusable
-
     consumers: dict[str, int] = {}
     for spec in recipe.all_specs():
         for name in spec.inputs:
             consumers[name] = consumers.get(name, 0) + 1
     specs = {stage_id: recipe.stage_spec(stage_id) for stage_id in order}
-    ok = {stage_id: bool(spec.inputs) and fusable(spec.build()) for stage_id, spec in specs.items()}
+    ok = {stage_id: bool(spec.inputs) and spec.build().fusable() for stage_id, spec in specs.items()}
     next_of: dict[str, str] = {}
     for stage_id, spec in specs.items():
         parent = spec.inputs[0] if len(spec.inputs) == 1 else None

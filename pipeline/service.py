@@ -445,10 +445,10 @@ class _RemoteJournal(_Journal):
             local = self.dir / name
             if name.endswith(".jsonl") and "/" not in name and name != own and \
                     (not local.exists() or local.stat().st_size < size):
-                local.parent.mkdir(parents=True, exist_ok=True)
-                tmp = local.with_name(f".{name}.{os.getpid()}")
-                tmp.write_bytes(storage.read_bytes(remote_dir / name))
-                os.replace(tmp, local)  # a journal only grows: the new copy holds the old lines where they were
+                from .dataset import atomic_write_bytes
+
+                # a journal only grows: the new copy holds the old lines where they were
+                atomic_write_bytes(local, storage.read_bytes(remote_dir / name), fenced=False)
         super()._scan()
 
     def put(self, key: str, request_json: str, response: Any) -> None:

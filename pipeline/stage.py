@@ -251,6 +251,36 @@ class Stage:
 
         return ShardWriter(out_root, task.index, schema, self.stage_id, self.cardinality)
 
+    # ---- what the runner asks of every kind: each kind answers for itself ----
+
+    def check_inputs(self, inputs: Sequence["Dataset"]) -> str | None:
+        """Why `inputs` cannot feed this stage (None: they can)."""
+        if not inputs and self.needs_inputs:
+            return "needs at least one input dataset"
+        return None
+
+    def outside_inputs(self) -> tuple[list[str], list[str]]:
+        """What it reads besides datasets, as (folders or files named by params, matched files): an
+        output may not lie in, on or around them."""
+        return [], []
+
+    def input_identity(self) -> list[Any] | None:
+        """What identifies its outside input for the fingerprint (None: it reads datasets only)."""
+        return None
+
+    def fusable(self) -> bool:
+        """Whether it may run inside a fused chain (fusion.py)."""
+        return False
+
+    def listed_tasks(self, inputs: Sequence["Dataset"]) -> list[Task]:
+        """The tasks the runner lists before it touches the output."""
+        return self.tasks(inputs)
+
+    def execute(self, run: Any) -> int:
+        """This kind's plan: run the stage into `run.out` (runner.StageRun) and return its shard
+        count. By default one task per listed task, each writing its own shard."""
+        return run.map(self)
+
     def check(self) -> list[str]:
         """Problems found without running (missing packages); `assay validate` prints them."""
         import importlib.util
@@ -279,6 +309,9 @@ def add_columns(schema: pa.Schema, columns: dict[str, pa.DataType]) -> pa.Schema
 
 class MapStage(Stage):
     kind = "map"
+
+    def fusable(self) -> bool:
+        return type(self).kind == "map" and self.cardinality == "one_to_one" and self.output_kind == "documents"
 
     def process(self, table: pa.Table) -> pa.Table:
         """Return the batch in the output schema plus a `reject_reason` column (null = kept)."""
@@ -360,6 +393,23 @@ class SourceStage(Stage):
         if getattr(self, "_matched", None) is None:
             self._matched = self.input_files()
         return self._matched
+
+    def check_inputs(self, inputs: Sequence["Dataset"]) -> str | None:
+        return "reads files; it takes no dataset inputs" if inputs else None
+
+    def outside_inputs(self) -> tuple[list[str], list[str]]:
+        import glob
+
+        return [str(p) for p in self.params.paths if not glob.has_magic(str(p))], self.matched_files()
+
+    def check(self) -> list[str]:
+        problems = [] if self.matched_files() else [f"stage {self.stage_id!r}: no input files match {self.params.paths}"]
+        return problems + super().check()
+
+    def execute(self, run: Any) -> int:
+        run.manifest["input_files"] = [dict({"shard": t.index, "files": list(t.inputs)}, **dict(t.extra))
+                                       for t in run.tasks]  # which files made which shard
+        return run.map(self)
 
     def input_identity(self) -> list[Any]:
         """What identifies the outside input for the fingerprint: (path, content hash) per file by
@@ -548,6 +598,10 @@ class FitApplyStage(MapStage):
     def combines(self) -> bool:
         return type(self).combine is not FitApplyStage.combine
 
+    def execute(self, run: Any) -> int:
+        run.manifest["statistics"] = run.fit(self)
+        return run.map(self)
+
     def apply(self, table: pa.Table, artifact: Any) -> pa.Table:
         raise NotImplementedError
 
@@ -624,6 +678,34 @@ class GlobalStage(Stage):
 
     def plans(self) -> set[str]:
         return {e for e in ("local", "spark", "ray") if callable(getattr(self, f"run_{e}", None))}
+
+    def listed_tasks(self, inputs: Sequence["Dataset"]) -> list[Task]:
+        return []  # its plan makes its own
+
+    def execute(self, run: Any) -> int:
+        import sys
+
+        from . import storage
+
+        eng = run.engine
+        plan = eng.name if eng.name in self.plans() else "local"
+        if plan != eng.name:
+            warning = f"stage {self.stage_id!r} has no {eng.name} plan; it ran the local plan on the driver"
+            run.manifest["fallback_warning"] = warning
+            print(f"warning: {warning}", file=sys.stderr)
+        ctx = GlobalContext(run.datasets, run.out, run.schema, self.stage_id, engine=eng, workdir=run.out.parent,
+                            fingerprint=run.fingerprint)
+        self.ensure_setup()
+        try:
+            shard_count = getattr(self, f"run_{plan}")(ctx)
+        finally:
+            self.close()
+            if "_local_scratch" in ctx.extra_state:  # the driver's own scratch of a remote output
+                storage.rmtree(ctx.extra_state["_local_scratch"])
+        run.manifest["plan"] = plan
+        if ctx.extra:  # plan statistics (candidate pairs, groups, spilled bytes, ...)
+            run.manifest["stats"] = ctx.extra
+        return shard_count
 
     def run_local(self, ctx: "GlobalContext") -> int:
         """Write the output shards through ctx.shard_writer(i) and return how many were written."""

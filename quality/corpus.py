@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import random
 import re
 from pathlib import Path
 from typing import Iterator
+
+from assay.pipeline.dataset import atomic_write_bytes
 
 KINDS = ("clean", "full", "shuffled", "spam")
 _SPLITS = {"train": range(0, 6), "calib": range(6, 8), "test": range(8, 10)}
@@ -152,12 +155,12 @@ def build(shared: Path, forced_test: frozenset[str] = frozenset()) -> dict[str, 
 
 
 def write_jsonl_gz(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
     data = "".join(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n" for row in rows).encode()
-    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as fh:
-        fh.write(data)  # mtime=0: the same rows give the same bytes
-    tmp.replace(path)
+    packed = io.BytesIO()
+    # mtime=0 and a fixed name in the header: the same rows give the same bytes as the committed files
+    with gzip.GzipFile(path.with_suffix(".tmp").name, "wb", 9, packed, mtime=0) as fh:
+        fh.write(data)
+    atomic_write_bytes(path, packed.getvalue(), fenced=False)
 
 
 def read_jsonl_gz(path: Path) -> list[dict]:

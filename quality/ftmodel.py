@@ -19,6 +19,7 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
+from assay.pipeline.dataset import atomic_path
 
 MAX_CHARS = 20_000  # the default head a document is judged by (scorers' max_chars param): the score settles long before
 PARALLEL_ROWS = 2_000  # a batch at least this long is prepared on several threads (the kernel runs without the GIL)
@@ -96,10 +97,8 @@ def train(texts: Sequence[str], labels: Sequence[str], out: Path, *, dim: int = 
                                               bucket=bucket, minCount=min_count, thread=1, seed=seed, verbose=0, loss="softmax")
         if quantize:
             model.quantize(input=str(path), retrain=False, qnorm=True, cutoff=cutoff)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = out.with_name(out.name + ".tmp")
-    model.save_model(str(tmp_out))
-    os.replace(tmp_out, out)
+    with atomic_path(out) as tmp_out:
+        model.save_model(str(tmp_out))
     return out
 
 

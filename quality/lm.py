@@ -9,7 +9,6 @@ Counting and scoring are NumPy over the batch's word codes; the model is a few s
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Sequence
 
@@ -19,6 +18,7 @@ import pyarrow.compute as pc
 import xxhash
 
 from assay.filters import textops as T
+from assay.pipeline.dataset import atomic_path
 
 UNI_BITS = 18
 BI_BITS = 22
@@ -101,16 +101,14 @@ class NgramLM:
         return 1 / (1 + np.exp(-np.clip(z, -30, 30)))
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {}
         for name in ("uni", "bi", "ctx", "follow"):
             values = getattr(self, name)
             idx = np.flatnonzero(values)
             arrays[f"{name}_idx"] = idx.astype(np.int32)
             arrays[f"{name}_val"] = values[idx].astype(np.uint32)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez_compressed(tmp, center=self.center, scale=self.scale, uni_bits=UNI_BITS, bi_bits=BI_BITS, **arrays)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez_compressed(fh, center=self.center, scale=self.scale, uni_bits=UNI_BITS, bi_bits=BI_BITS, **arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> "NgramLM":

