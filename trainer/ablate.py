@@ -264,7 +264,8 @@ def verdicts(result: dict) -> list[dict]:
     task suite's continuous macro metrics, each its best pair."""
     from .report import short_verdict
 
-    out = [{"metric": f"held-out BPB ({result['metric_set']})", "pair": result["pairs"][0]}] if result["pairs"] else []
+    held = "held-out BPB" + ("" if result["metric_set"] == "held_out" else f" ({result['metric_set']})")
+    out = [{"metric": held, "pair": result["pairs"][0]}] if result["pairs"] else []
     for metric in ("p_correct", "bpb", "acc"):
         pairs = ((result.get("tasks") or {}).get("pairs") or {}).get(metric)
         if pairs:
