@@ -33,8 +33,10 @@ check-java: setup
 	  || { $(BIN)/python -c 'from assay.pipeline.engines.spark import check_java; check_java()' 2>&1 | tail -1; \
 	       echo "Install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless) for the Spark engine."; exit 1; }
 
-# The whole path on the bundled sample: curate, mix, then train tiny proxies on the curated mixture
-# and on the same budget of raw extraction output (3 seeds each) and compare held-out bits-per-byte.
+# The whole path on the bundled sample: curate, mix, then train the decision proxy on the curated
+# mixture and on the same budget of raw extraction output (5 seeds each) and compare held-out
+# bits-per-byte and the task suite; then the MoE proxy on the staged mixture (META prefixes, loss
+# masks), its router health in the report. Within 300 s on 2 cores once set up (README).
 demo: setup
 	$(BIN)/assay run examples/recipes/demo.yaml --workdir runs/demo --no-report
 	$(BIN)/assay mix build examples/mixtures/step35-mini.yaml runs/demo/mix-step35 --no-report
@@ -43,6 +45,7 @@ demo: setup
 	$(BIN)/assay read jsonl examples/sample/heldout/heldout.jsonl.gz runs/demo-heldout
 	$(BIN)/assay mix build examples/mixtures/heldout.yaml runs/demo/mix-heldout --no-report
 	$(BIN)/assay ablate examples/train/demo-ablation.yaml --out runs/demo/ablation
+	$(BIN)/assay ablate examples/train/demo-moe.yaml --out runs/demo/moe
 	$(BIN)/assay report runs/demo
 	$(BIN)/python examples/demo_results.py runs/demo --lenient
 

@@ -5,9 +5,10 @@
 
 `make demo` runs the check and says in one line whether the README still states what this run
 measured. The README's block between the `demo-results` markers is rendered from
-examples/demo-results.json (the ablation's arms and its verdict, in the same words the report
-uses); tests/test_readme.py checks that rendering, and the slow test reruns the demo's ablation and
-compares it with the file.
+examples/demo-results.json (the ablation's arms and its verdict, the task suite's macro
+p_correct and gold-continuation BPB with theirs, and every metric's call in a few words, in the same
+words the report uses); tests/test_readme.py checks that rendering, and the slow test reruns the
+demo's ablation and compares it with the file.
 """
 from __future__ import annotations
 
@@ -35,12 +36,39 @@ def figures(run_dir: Path) -> dict:
             # verdict, which rounds the unrounded values (3.33248 -> 3.3325 -> "3.333" vs "3.332")
             "arms": {a: {"mean": round(r["mean"], 6), "std": round(r["std"], 6)} for a, r in sorted(res["arms"].items())},
             "p_value": round(pair["p_value"], 6), "significant": pair["significant"],
-            "verdict": verdict(pair, res["arms"], res["alpha"], res["significance"])}
+            "verdict": verdict(pair, res["arms"], res["alpha"], res["significance"]),
+            "tasks": task_figures(res), "in_short": "; ".join(v["words"] for v in res.get("verdicts", []))}
+
+
+def task_figures(res: dict) -> dict:
+    """The task suite's figures the README states: the suite, items a task, and per continuous macro
+    metric each arm's mean ± std and the call (ablate.task_comparison, with the report's words)."""
+    t = res.get("tasks")
+    if not t:
+        return {}
+    out = {"suite": t["suite"], "tasks": sorted(t["items"]), "items": t["items"], "metrics": {}}
+    for metric in ("p_correct", "bpb"):
+        pair = t["pairs"][metric][0]
+        out["metrics"][metric] = {
+            "arms": {a: {"mean": round(r["macro"][metric]["mean"], 6), "std": round(r["macro"][metric]["std"], 6)}
+                     for a, r in sorted(t["arms"].items())},
+            "p_value": round(pair["p_value"], 6), "significant": pair["significant"], "verdict": pair["verdict"]}
+    return out
 
 
 def render(fig: dict) -> str:
-    return (f"{BEGIN}\nMeasured by `make demo` ({fig['seeds']} seeds per arm, {fig['tokens']:,} tokens a run, "
-            f"`runs/demo/ablation`): {fig['verdict']}\n{END}")
+    text = (f"Measured by `make demo` ({fig['seeds']} seeds per arm, {fig['tokens']:,} tokens a run, "
+            f"`runs/demo/ablation`): {fig['verdict']}")
+    tasks = fig.get("tasks")
+    if tasks:
+        lo, hi = min(tasks["items"].values()), max(tasks["items"].values())
+        text += (f"\n\nOn the task suite ({', '.join(tasks['tasks'])}; {lo if lo == hi else f'{lo}–{hi}'} items a "
+                 "task, scored at the end of every run), macro probability "
+                 f"of the correct choice: {tasks['metrics']['p_correct']['verdict']} Macro BPB of the gold "
+                 f"continuation: {tasks['metrics']['bpb']['verdict']}")
+    if fig.get("in_short"):
+        text += f"\n\nIn short: {fig['in_short']}."
+    return f"{BEGIN}\n{text}\n{END}"
 
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -53,6 +81,8 @@ def agrees(recorded: dict, fig: dict) -> bool:
     3.332): that is agreement, not a moved figure."""
     if any(recorded.get(k) != fig.get(k) for k in ("name", "seeds", "tokens", "metric_set", "significant")):
         return False
+    if _task_calls(recorded) != _task_calls(fig):
+        return False
     ours, theirs = render(recorded), render(fig)
     if _NUMBER.sub("#", ours) != _NUMBER.sub("#", theirs):
         return False
@@ -61,6 +91,13 @@ def agrees(recorded: dict, fig: dict) -> bool:
         if abs(float(a) - float(b)) > 10 ** -places + 1e-12:
             return False
     return True
+
+
+def _task_calls(fig: dict) -> dict:
+    """What the suite decided, per metric: the suite's tasks and items, and significant or not."""
+    t = fig.get("tasks") or {}
+    return {"tasks": t.get("tasks"), "items": t.get("items"),
+            **{m: r["significant"] for m, r in (t.get("metrics") or {}).items()}}
 
 
 def readme_block(text: str) -> str:

@@ -205,6 +205,10 @@ def run_ablation(spec: AblationSpec, raw_config: dict, out: str | Path, log: Cal
         result["tasks"] = task_comparison(summaries, spec.significance, spec.alpha)
     if contamination is not None:
         result["contamination"] = contamination
+    router = _router(out, spec, raw_for)
+    if router:
+        result["router"] = router
+    result["verdicts"] = verdicts(result)
     if spec.dense_check:
         best, second = sorted(values, key=lambda k: np.mean(values[k]))[:2]
         seeds = spec.dense_seeds or spec.seeds
@@ -253,6 +257,33 @@ def task_comparison(summaries: dict[str, list[dict]], method: str, alpha: float)
             "chance": {t: e["chance"] for t, e in first["tasks"].items()},
             "kinds": {t: e["kind"] for t, e in first["tasks"].items()},
             "arms": arms, "pairs": pairs}
+
+
+def verdicts(result: dict) -> list[dict]:
+    """The call on every decision metric in a few words (report.short_verdict): held-out BPB, then the
+    task suite's continuous macro metrics, each its best pair."""
+    from .report import short_verdict
+
+    held = "held-out BPB" + ("" if result["metric_set"] == "held_out" else f" ({result['metric_set']})")
+    out = [{"metric": held, "pair": result["pairs"][0]}] if result["pairs"] else []
+    for metric in ("p_correct", "bpb", "acc"):
+        pairs = ((result.get("tasks") or {}).get("pairs") or {}).get(metric)
+        if pairs:
+            out.append({"metric": f"tasks macro {metric}", "pair": pairs[0]})
+    return [{"metric": v["metric"], "a": v["pair"]["a"], "b": v["pair"]["b"], "p_value": v["pair"]["p_value"],
+             "significant": v["pair"]["significant"], "words": short_verdict(v["pair"], v["metric"])} for v in out]
+
+
+def _router(out: Path, spec: AblationSpec, raw_for: Callable) -> dict:
+    """Per arm, the router health of its MoE runs (routing.py) from their telemetry; {} for a dense config."""
+    from .routing import arm_health, run_health
+
+    found = {}
+    for arm in spec.arms:
+        per_seed = {s: run_health(read_metrics(out / "runs" / raw_for(arm, s, False)["name"])) for s in spec.seeds}
+        if all(h for h in per_seed.values()):
+            found[arm] = arm_health(per_seed)
+    return found
 
 
 def _contamination(spec: AblationSpec, arms: dict[str, str], cfg, log: Callable[[str], None]) -> dict | None:

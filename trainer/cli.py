@@ -146,6 +146,12 @@ def ablate_command(spec: str, out: str | None, force: bool, workers: int | None)
         if metric in ("p_correct", "bpb", "acc"):
             for p in pairs:
                 click.echo(f"tasks, macro {metric}: {p['verdict']}")
+    from .routing import describe
+
+    for arm, h in (res.get("router") or {}).items():
+        click.echo(f"router, {describe(arm, h)}")
+    if res.get("verdicts"):
+        click.echo("in short: " + "; ".join(v["words"] for v in res["verdicts"]))
     for arm, r in (res.get("contamination") or {}).items():
         if r.get("flagged"):
             click.echo(f"WARNING contamination: {arm}'s training data holds task-suite items "

@@ -196,6 +196,41 @@ def verdict(pair: dict, arms: dict, alpha: float, method: str, measure: str = "b
     return text
 
 
+def short_verdict(pair: dict, measure: str) -> str:
+    """One metric's call in a few words, for the summary line beside the others: the better arm (or
+    none) and the p-value. `pair` is an entry of ablate.compare (arm a is the better one)."""
+    p = f"p {pair['p_value']:.2g}"
+    if pair["significant"]:
+        return f"{pair['a']} better on {measure} ({p})"
+    return f"no difference on {measure} ({p}; {pair['a']} ahead)"
+
+
+def router_html(res: dict) -> str:
+    """Per arm and layer, the router's final expert loads and its collapse flags (routing.py), worst seed first."""
+    router = res.get("router")
+    if not router:
+        return ""
+    from .routing import COLLAPSE_SHARE, describe
+
+    rows = []
+    for arm, h in router.items():
+        for seed, layers in h["seeds"].items():
+            for layer in layers:
+                rows.append([html.escape(arm), seed, layer["layer"], " / ".join(f"{x:.0%}" for x in layer["load"]),
+                             f"{layer['load_max_mean']:.2f}", f"{layer['peak_load_max_mean']:.2f} at "
+                             f"{layer['peak_at_tokens']:,}", f"{layer['router_entropy']:.2f}",
+                             f"{layer['routing_confidence']:.2f}", f"{layer['bias_spread']:.2f}",
+                             f"{layer['collapsed_windows']} of {layer['windows']}",
+                             "<b>yes</b>" if layer["collapsed"] else "no"])
+    return ("<h4>Router</h4><p>Expert load per layer in each run's last telemetry window (share of its tokens per "
+            f"routed expert), the busiest expert's load over the mean at the end and at its peak, the router's entropy, "
+            f"the chosen expert's score and the bias spread at the end; a window is collapsed when one expert takes "
+            f"{COLLAPSE_SHARE:.0%} of its tokens. " + html.escape(" ".join(describe(a, h) for a, h in router.items()))
+            + "</p>" + _table(["arm", "seed", "layer", "final load per expert", "final load max/mean", "peak max/mean",
+                               "entropy", "chosen score", "bias spread", "collapsed windows", "collapsed at the end"],
+                              rows))
+
+
 def ablation_html(root: Path) -> str:
     res = json.loads((root / ABLATION).read_text())
     parts = [f"<h3>Ablation {html.escape(res['name'])}</h3>", contamination_html(res),
@@ -215,6 +250,7 @@ def ablation_html(root: Path) -> str:
     parts.append(mix_html(res))
     parts.append(per_source_html(res))
     parts.append(tasks_html(res))
+    parts.append(router_html(res))
     dense = res.get("dense_check")
     if dense:
         parts.append(f"<p>Dense re-run (num_experts=1) of {html.escape(dense['a'])} vs "
@@ -403,6 +439,12 @@ def report_summary(run_dir) -> list[str]:
             head += (f" <b>Verdict:</b> {html.escape(verdict(best, res['arms'], res['alpha'], res['significance']))}"
                      f"{html.escape(mix_caution(res, best))}")
         lines.append(head)
+        if res.get("verdicts"):
+            lines.append("<b>In short:</b> " + html.escape("; ".join(v["words"] for v in res["verdicts"])) + ".")
+        if res.get("router"):
+            from .routing import describe
+
+            lines.append("Router: " + html.escape(" ".join(describe(a, h) for a, h in res["router"].items())))
         tasks = res.get("tasks") or {}
         for metric in ("p_correct", "bpb"):
             for pair in (tasks.get("pairs") or {}).get(metric, [])[:1]:
