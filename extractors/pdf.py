@@ -25,7 +25,7 @@ from ..pipeline.readers import ContentType, DocBuffer, FileReader
 from ..pipeline.stage import Params, register
 from . import pdf_ocr as ocr
 from .limits import Watchdog
-from .pdf_layout import Word, layout_page
+from .pdf_layout import Word, is_rtl, layout_page
 
 Page = list[list[str]]  # blocks of lines
 
@@ -78,9 +78,14 @@ _LEADER = re.compile(r"(?:\s?[.·…]){4,}\s*")
 
 def _pymupdf_spans(page) -> list[Word]:
     """Text spans with boxes, keyed by (block, line): MuPDF's spans keep the logical order and
-    shaping of right-to-left and CJK text that its word split loses."""
-    lines = [(b, l, line) for b, block in enumerate(page.get_text("dict")["blocks"])
+    shaping of right-to-left and CJK text that its word split loses. Left-to-right lines are cut
+    into MuPDF's words instead: one span can hold a whole table row ("2,753,438 2,799,250 ...")."""
+    tp = page.get_textpage()
+    lines = [(b, l, line) for b, block in enumerate(page.get_text("dict", textpage=tp)["blocks"])
              for l, line in enumerate(block.get("lines", ()))]
+    words_of: dict[tuple, list] = {}
+    for w in page.get_text("words", textpage=tp):
+        words_of.setdefault((w[5], w[6]), []).append(w)
     vertical = sum(abs(line["dir"][0]) < 0.5 for *_, line in lines)
     width = page.rect.width
     spans = []
@@ -88,8 +93,14 @@ def _pymupdf_spans(page) -> list[Word]:
         x0, y0, x1, y1 = line["bbox"]
         if abs(line["dir"][0]) < 0.5 and vertical < 0.2 * len(lines) and (x1 < 0.12 * width or x0 > 0.88 * width):
             continue  # vertical text in a side margin of a horizontal page: a download stamp, an arXiv id
-        for s in line["spans"]:
-            text = _LEADER.sub(" ", s["text"])  # dot leaders of tables and contents join a label to its value
+        texts = [_LEADER.sub(" ", s["text"]) for s in line["spans"]]  # dot leaders join a label to its value
+        words = [w for w in words_of.get((b, l), ()) if not _LEADER.fullmatch(" " + w[4])]
+        if (words and line["dir"][0] > 0.5 and not is_rtl("".join(texts))
+                and "".join(w[4] for w in words) == re.sub(r"\s+", "", "".join(texts))):
+            # a space stood before every word but the first: kept, however narrow the gap
+            spans += [Word(*w[:4], (" " if k else "") + w[4], (b, l)) for k, w in enumerate(words)]
+            continue
+        for s, text in zip(line["spans"], texts):
             if text.strip():
                 x0, y0, x1, y1 = s["bbox"]
                 spans.append(Word(x0, y0, x1, y1, text, (b, l)))

@@ -115,15 +115,71 @@ def _segments(row: list[Line]) -> list[Line]:
 
 
 def _columns(seg_rows: list[list[Line]]) -> list[tuple[float, float]]:
-    """x-intervals covered by the segments of a run of rows; the gaps between them are the rivers."""
-    spans = sorted((s.x0, s.x1) for row in seg_rows for s in row)
+    """x-intervals of a run of rows; the gaps between them are the rivers. A river may be crossed
+    by a few rows (a spanning header, a bold row set tight): up to one row in seven."""
+    spans = [(s.x0, s.x1) for row in seg_rows for s in row]
+    events = sorted({x for sp in spans for x in sp})
+    tol = len(seg_rows) // 7
     cols: list[list[float]] = []
-    for x0, x1 in spans:
-        if cols and x0 <= cols[-1][1] + 1.0:
-            cols[-1][1] = max(cols[-1][1], x1)
-        else:
+    for x0, x1 in zip(events, events[1:]):
+        mid = (x0 + x1) / 2
+        covered = sum(any(s.x0 <= mid <= s.x1 for s in row) for row in seg_rows)
+        if covered > tol:
+            if cols and x0 <= cols[-1][1] + 1.0:
+                cols[-1][1] = x1
+            else:
+                cols.append([x0, x1])
+    # what lies only in rivers (a column filled in one row) is a column of its own
+    for x0, x1 in sorted(spans):
+        if not any(a <= x1 and x0 <= b for a, b in cols):
             cols.append([x0, x1])
+            cols.sort()
     return [(a, b) for a, b in cols]
+
+
+def _overlap(x0: float, x1: float, col: tuple[float, float]) -> float:
+    return min(x1, col[1]) - max(x0, col[0])
+
+
+def _column_of(x0: float, x1: float, cols: list[tuple[float, float]]) -> int:
+    return max(range(len(cols)), key=lambda k: (_overlap(x0, x1, cols[k]), -abs((x0 + x1) / 2 - sum(cols[k]) / 2)))
+
+
+def _split_at_rivers(seg: Line, cols: list[tuple[float, float]]) -> list[Line]:
+    """A segment over several columns whose words each sit mostly inside one column is several
+    cells set a space apart (a bold total row); a one-word heading centred over columns stays whole."""
+    words = seg.words
+    if len(words) < 2:
+        return [seg]
+    where = [_column_of(w.x0, w.x1, cols) for w in words]
+    if len(set(where)) < 2 or any(_overlap(w.x0, w.x1, cols[k]) < 0.5 * (w.x1 - w.x0) for w, k in zip(words, where)):
+        return [seg]
+    out, cur = [], [words[0]]
+    for w, k, prev in zip(words[1:], where[1:], where):
+        if k != prev:
+            out.append(Line(cur))
+            cur = []
+        cur.append(w)
+    return out + [Line(cur)]
+
+
+_NUMBER = re.compile(r"[-+−–(]?[$€£]?\d[\d.,]*%?\)?")
+
+
+def _merge_wrapped(grid: list[list[str]]) -> list[list[str]]:
+    """A row without a first cell whose cells all continue filled cells of the row above is their
+    second line (a wrapped cell, a two-line heading); a number under a number is a row of its own."""
+    out: list[list[str]] = []
+    for row in grid:
+        if out and not row[0]:
+            prev = out[-1]
+            filled = [k for k, c in enumerate(row) if c]
+            if filled and all(prev[k] for k in filled) and not any(
+                    _NUMBER.fullmatch(row[k]) and _NUMBER.fullmatch(prev[k].split(" ")[-1]) for k in filled):
+                out[-1] = [(p + " " + c).strip() for p, c in zip(prev, row)]
+                continue
+        out.append(list(row))
+    return out
 
 
 _WIDE = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
@@ -160,15 +216,14 @@ def _table(seg_rows: list[list[Line]]) -> list[list[str]] | None:
     grid = []
     for row in seg_rows:
         cells = [""] * len(cols)
-        for s in row:
-            centre = (s.x0 + s.x1) / 2
-            i = next((k for k, (a, b) in enumerate(cols) if a - 1 <= centre <= b + 1), 0)
+        for s in (piece for seg in row for piece in _split_at_rivers(seg, cols)):
+            i = _column_of(s.x0, s.x1, cols)
             cells[i] = (cells[i] + " " + s.text).strip()
         grid.append(cells)
     filled = sum(bool(c) for r in grid for c in r)
     if filled < 0.45 * len(cols) * len(grid):
         return None
-    return grid
+    return _merge_wrapped(grid)
 
 
 def render_table(grid: list[list[str]]) -> list[str]:
@@ -195,8 +250,16 @@ def find_tables(lines: list[Line]) -> tuple[list[Block], list[Line]]:
             gap = min(l.y0 for l in rows[j]) - max(l.y1 for l in rows[j - 1])
             if gap > 2.2 * lh:
                 break
-            if len(seg_rows[j]) < 2:  # a lone cell (a wrapped label, a section row) inside a table
-                if j + 1 < len(rows) and len(seg_rows[j + 1]) >= 2 and _text_len(seg_rows[j][0].text) < 40:
+            if len(seg_rows[j]) < 2:  # lone cells (a wrapped label, a section row) inside a table
+                k = j
+                while k < min(j + 2, len(rows)) and len(seg_rows[k]) < 2 and _text_len(seg_rows[k][0].text) < 40:
+                    k += 1
+                if k < len(rows) and k > j and len(seg_rows[k]) >= 2:
+                    j = k + 1
+                    continue
+                # the last line of a wrapped cell: starts where a cell of the row above starts
+                lone = seg_rows[j][0]
+                if gap <= 0.8 * lh and _text_len(lone.text) < 40 and any(abs(s.x0 - lone.x0) <= 2 for s in seg_rows[j - 1]):
                     j += 1
                     continue
                 break
@@ -328,9 +391,10 @@ def _drop_margins(lines: list[Line], height: float, body_h: float, margin: float
     kept, dropped = [], []
     for l in lines:
         txt = l.text
-        top = l.y1 < height * 0.5
         in_band = l.y1 < height * margin or l.y0 > height * (1 - margin)
         edge = l.y0 <= content_top + 1 or l.y1 >= content_bottom - 1
+        # a head is alone below it, a footer alone above it; on a short page the last line may sit high
+        top = l.y1 < height * 0.5 if in_band or not edge else l.y0 <= content_top + 1
         wide_band = l.y1 < height * 0.12 or l.y0 > height * 0.88
         caps = (txt.isupper() or _PAGE_NUM.match(txt)) and len(txt) < 40
         if ((in_band or (edge and _PAGE_NUM.match(txt))) and len(txt) < 90 and l.size <= 1.15 * body_h

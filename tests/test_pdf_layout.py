@@ -82,3 +82,53 @@ def test_rtl_page_reads_columns_right_to_left(tmp_path):
     text = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"]
     assert all(t in text for t in right + left), text
     assert text.index(right[-1]) < text.index(left[0])
+
+
+def _cells_pdf(path, rows, xs, row_spans=()):
+    """A table written cell by cell at left edges xs; rows listed in row_spans are written as one
+    text run instead, their cells a single space apart (one span in the layer, as a bold total row)."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.insert_text((72, 80), "The figures below are counted by hand and checked twice by the clerk.", fontsize=10)
+    for r, row in enumerate(rows):
+        y = 120 + 16 * r
+        if r in row_spans:
+            page.insert_text((xs[0], y), row[0], fontsize=10)
+            page.insert_text((xs[1], y), " ".join(row[1:]), fontsize=10)
+        else:
+            for x, cell in zip(xs, row):
+                if cell:
+                    page.insert_text((x, y), cell, fontsize=10)
+    doc.save(str(path))
+
+
+def test_cells_one_space_apart_in_one_span_are_split_by_the_columns_of_other_rows(tmp_path):
+    nums = ["1,111,111", "2,222,222", "3,333,333"]
+    step = pymupdf.get_text_length(nums[0] + " ", fontsize=10)  # where the run's words fall
+    xs = [72, 200, 200 + step, 200 + 2 * step]
+    rows = [["Region", "2001", "2002", "2003"]]
+    rows += [[name, f"{k}4,000", f"{k}5,000", f"{k}6,000"] for k, name in
+             zip(range(4, 9), ["North", "South", "East", "West", "Centre"])]
+    rows.append(["Total", *nums])
+    path = tmp_path / "span.pdf"
+    _cells_pdf(path, rows, xs, row_spans={len(rows) - 1})
+    lines = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"].splitlines()
+    assert "| Total | 1,111,111 | 2,222,222 | 3,333,333 |" in lines, lines
+    assert "| North | 44,000 | 45,000 | 46,000 |" in lines
+
+
+def test_wrapped_cell_lines_join_but_a_number_under_a_number_is_its_own_row(tmp_path):
+    xs = [72, 150, 330]
+    rows = [["Source", "Definition", "Tons"],
+            ["Major", "emits ten tons a year", "10"],
+            ["", "of any one toxic", ""],
+            ["Area", "emits less than ten", "4"],
+            ["", "tons a year in all", ""],
+            ["", "", "5"],
+            ["Mobile", "cars and trucks", "7"]]
+    path = tmp_path / "wrap.pdf"
+    _cells_pdf(path, rows, xs)
+    lines = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"].splitlines()
+    assert "| Major | emits ten tons a year of any one toxic | 10 |" in lines, lines
+    assert "| Area | emits less than ten tons a year in all | 4 |" in lines
+    assert "|  |  | 5 |" in lines and "| Mobile | cars and trucks | 7 |" in lines
