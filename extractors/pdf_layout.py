@@ -129,6 +129,7 @@ def _columns(seg_rows: list[list[Line]]) -> list[tuple[float, float]]:
                 cols[-1][1] = x1
             else:
                 cols.append([x0, x1])
+    cols = [c for c in cols if c[1] - c[0] >= 2.0]  # a sliver where a few edges happen to meet
     # what lies only in rivers (a column filled in one row) is a column of its own
     for x0, x1 in sorted(spans):
         if not any(a <= x1 and x0 <= b for a, b in cols):
@@ -146,19 +147,26 @@ def _column_of(x0: float, x1: float, cols: list[tuple[float, float]]) -> int:
 
 
 def _split_at_rivers(seg: Line, cols: list[tuple[float, float]]) -> list[Line]:
-    """A segment over several columns whose words each sit mostly inside one column is several
-    cells set a space apart (a bold total row); a one-word heading centred over columns stays whole."""
+    """A segment over several columns whose words each touch one column (or none: a river) is
+    several cells set a space apart (a bold total row, a tight heading row); a heading with a word
+    over two columns stays whole."""
     words = seg.words
     if len(words) < 2:
         return [seg]
-    where = [_column_of(w.x0, w.x1, cols) for w in words]
-    if len(set(where)) < 2 or any(_overlap(w.x0, w.x1, cols[k]) < 0.5 * (w.x1 - w.x0) for w, k in zip(words, where)):
+    where: list[int | None] = []
+    for w in words:
+        touched = [k for k, c in enumerate(cols) if _overlap(w.x0, w.x1, c) > 0]
+        if len(touched) > 1:
+            return [seg]
+        where.append(touched[0] if touched else None)
+    known = [k for k in where if k is not None]
+    if len(set(known)) < 2:
         return [seg]
-    out, cur = [], [words[0]]
-    for w, k, prev in zip(words[1:], where[1:], where):
-        if k != prev:
+    out, cur, at = [], [], known[0]
+    for w, k in zip(words, where):
+        if k is not None and k != at:
             out.append(Line(cur))
-            cur = []
+            cur, at = [], k
         cur.append(w)
     return out + [Line(cur)]
 
@@ -166,12 +174,13 @@ def _split_at_rivers(seg: Line, cols: list[tuple[float, float]]) -> list[Line]:
 _NUMBER = re.compile(r"[-+−–(]?[$€£]?\d[\d.,]*%?\)?")
 
 
-def _merge_wrapped(grid: list[list[str]]) -> list[list[str]]:
+def _merge_wrapped(grid: list[list[str]], spanning: list[bool]) -> list[list[str]]:
     """A row without a first cell whose cells all continue filled cells of the row above is their
-    second line (a wrapped cell, a two-line heading); a number under a number is a row of its own."""
+    second line (a wrapped cell, a two-line heading); a number under a number is a row of its own,
+    and so is a row with a cell over several columns (a section heading inside the table)."""
     out: list[list[str]] = []
-    for row in grid:
-        if out and not row[0]:
+    for row, wide in zip(grid, spanning):
+        if out and not row[0] and not wide:
             prev = out[-1]
             filled = [k for k, c in enumerate(row) if c]
             if filled and all(prev[k] for k in filled) and not any(
@@ -213,17 +222,18 @@ def _table(seg_rows: list[list[Line]]) -> list[list[str]] | None:
     cols = _columns(seg_rows)
     if len(cols) < 2 or _is_prose(seg_rows, cols):
         return None
-    grid = []
+    grid, spanning = [], []
     for row in seg_rows:
         cells = [""] * len(cols)
         for s in (piece for seg in row for piece in _split_at_rivers(seg, cols)):
             i = _column_of(s.x0, s.x1, cols)
             cells[i] = (cells[i] + " " + s.text).strip()
         grid.append(cells)
+        spanning.append(any(sum(_overlap(s.x0, s.x1, c) > 0 for c in cols) > 1 for s in row))
     filled = sum(bool(c) for r in grid for c in r)
     if filled < 0.45 * len(cols) * len(grid):
         return None
-    return _merge_wrapped(grid)
+    return _merge_wrapped(grid, spanning)
 
 
 def render_table(grid: list[list[str]]) -> list[str]:
@@ -231,6 +241,19 @@ def render_table(grid: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(esc[0])]
     out += ["| " + " | ".join(r) + " |" for r in esc[1:]]
     return out
+
+
+def _headings_above(rows: list[list[Line]], seg_rows: list[list[Line]], i: int, lh: float, used: set[int]) -> int:
+    """Index of the first of up to two short lines just above a table's first row that start right
+    of its first cell: a heading over a group of columns ("Year Ended"), part of the table."""
+    h = i
+    while h > max(0, i - 2) and len(seg_rows[h - 1]) == 1 and not any(id(l) in used for l in rows[h - 1]):
+        lone = seg_rows[h - 1][0]
+        gap = min(l.y0 for l in rows[h]) - lone.y1
+        if _text_len(lone.text) >= 40 or gap > lh or lone.x0 <= seg_rows[i][0].x1:
+            break
+        h -= 1
+    return h
 
 
 def find_tables(lines: list[Line]) -> tuple[list[Block], list[Line]]:
@@ -266,6 +289,9 @@ def find_tables(lines: list[Line]) -> tuple[list[Block], list[Line]]:
             j += 1
         grid = _table(seg_rows[i:j])
         if grid is not None:
+            h = _headings_above(rows, seg_rows, i, lh, used)
+            if h < i and (above := _table(seg_rows[h:j])) is not None:
+                grid, i = above, h
             block_lines = [l for r in rows[i:j] for l in r]
             tables.append(Block(block_lines, "table", render_table(grid)))
             used.update(id(l) for l in block_lines)

@@ -132,3 +132,25 @@ def test_wrapped_cell_lines_join_but_a_number_under_a_number_is_its_own_row(tmp_
     assert "| Major | emits ten tons a year of any one toxic | 10 |" in lines, lines
     assert "| Area | emits less than ten tons a year in all | 4 |" in lines
     assert "|  |  | 5 |" in lines and "| Mobile | cars and trucks | 7 |" in lines
+
+
+def test_section_row_over_columns_stays_a_row_and_a_heading_over_columns_joins_the_table(tmp_path):
+    xs = [72, 200, 300, 400]
+    rows = [["", "", "", ""],  # the "Year Ended" line, written below
+            ["Source", "Type", "Tokens", "Words"],
+            ["", "Pretraining mix of the first stage", "", ""],
+            ["Web", "pages", "3.7T", "3.3T"],
+            ["Code", "files", "83B", "70B"],
+            ["Papers", "articles", "58B", "51B"],
+            ["Math", "proofs", "12B", "11B"],
+            ["Wiki", "entries", "3.7B", "3.1B"]]
+    path = tmp_path / "section.pdf"
+    _cells_pdf(path, rows, xs)
+    doc = pymupdf.open(str(path))
+    doc[0].insert_text((310, 120), "Year Ended", fontsize=10)  # over the number columns
+    doc.saveIncr()
+    lines = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"].splitlines()
+    table = [line for line in lines if line.startswith("|")]
+    assert "| Source | Type | Tokens | Words |" in table, lines
+    assert any("Year Ended" in line for line in table) and table[0].count("|") == 5
+    assert "| Web | pages | 3.7T | 3.3T |" in table
