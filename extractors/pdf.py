@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections import Counter
 from typing import Any, Iterator, Literal
 
@@ -252,13 +253,29 @@ def _reflow(lines: list[str]) -> list[str]:
     return paras
 
 
-_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st", "\u00ad": "", "\ufffe": "", "\x02": ""})
+_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st", "\u00ad": "", "\ufffe": "",
+                            "\x02": "", "\u200b": ""})
+# TeX sets an accent as its own spacing glyph before the letter ("J´an Min´aˇc") and a double quote
+# as two single ones (‘‘like this’’): composed again ("Ján Mináč", “like this”)
+_SPACING_ACCENT = {"´": "\u0301", "¨": "\u0308", "ˇ": "\u030c", "ˆ": "\u0302", "˜": "\u0303",
+                   "˘": "\u0306", "˙": "\u0307", "˚": "\u030a", "¸": "\u0327", "˝": "\u030b", "¯": "\u0304"}
+_ACCENT_LETTER = re.compile(r"(?<=[^\W\d_])([´¨ˇˆ˜˘˙˚¸˝¯])([^\W\d_])|(?<![\w`])([´¨ˇˆ˜˘˙˚¸˝¯])([^\W\d_])(?=\w)")
+
+
+def _compose_accent(m: re.Match) -> str:
+    accent, letter = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    return unicodedata.normalize("NFC", ("i" if letter == "ı" else letter) + _SPACING_ACCENT[accent])
+
+
+def _glyph_text(line: str) -> str:
+    line = _ACCENT_LETTER.sub(_compose_accent, line.translate(_LIGATURES))
+    return line.replace("‘‘", "“").replace("’’", "”")
 
 
 def clean_pages(pages: list[Page], edge: int = 2) -> tuple[str, int]:
     """edge: lines at each end of a page checked for repetition across pages (the layout path has
     dropped margin lines by position already, so 1 there)."""
-    pages = [[[line.translate(_LIGATURES) for line in block] for block in page] for page in pages]
+    pages = [[[_glyph_text(line) for line in block] for block in page] for page in pages]
     pages, dropped = _strip_running(pages, edge)
     parts = []
     for page in pages:
