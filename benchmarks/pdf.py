@@ -218,8 +218,8 @@ def math_symbols(s: str) -> str:
     for k in sorted(_LATEX, key=len, reverse=True):
         s = re.sub(re.escape(k) + r"(?![a-zA-Z])", _LATEX[k], s)
     s = re.sub(r"\\[a-zA-Z]+", "", s)
-    s = unicodedata.normalize("NFKC", s)
-    return re.sub(r"[\s{}^_$\\()\[\]]", "", s)
+    s = unicodedata.normalize("NFKC", s).replace("−", "-").replace("⋅", "·")  # one glyph once rendered
+    return re.sub(r"[\s{}^_$\\()\[\]\u200b]", "", s)
 
 
 def parse_tables(text: str) -> list[list[list[str]]]:

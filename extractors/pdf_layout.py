@@ -341,7 +341,7 @@ def lines_from_words(words: list[Word]) -> list[Line]:
     by_key: dict[tuple, list[Word]] = {}
     for w in words:
         by_key.setdefault(w.key, []).append(w)
-    return _merge_fragments([Line(ws) for ws in by_key.values()])
+    return _attach_scripts(_merge_fragments([Line(ws) for ws in by_key.values()]))
 
 
 def _centre(line: Line) -> float:
@@ -368,6 +368,65 @@ def _merge_fragments(lines: list[Line]) -> list[Line]:
                 break
         if line is not None:
             out.append(line)
+    return out
+
+
+_MATH_OP = re.compile(r"[=+−∫∑∏√∂∇×·⋅≤≥≈≠→±]")
+
+
+def _attach_scripts(lines: list[Line]) -> list[Line]:
+    """Superscripts, subscripts, limits and the two halves of a fraction are lines of their own in the
+    layer ("2 2 c2" over "a + b ="): a short line touching a formula line (one with an operator) and
+    inside its width joins it in x order. A short line of body size joins only with a partner on the
+    other side (numerator and denominator), so the short last line of a paragraph stays where it is."""
+    short = [l for l in lines if len(l.text) <= 6]
+    bases = [l for l in lines if _MATH_OP.search(l.text)]
+    if not short or not bases:
+        return lines
+
+    def near(a: Line, b: Line) -> float | None:
+        if not (b.x0 - 0.5 * b.size <= a.x0 and a.x1 <= b.x1 + 1.5 * b.size):
+            return None
+        dist = max(a.y0 - b.y1, b.y0 - a.y1)
+        return dist if dist <= 0.35 * b.size else None
+
+    target: dict[int, Line] = {}
+    for sl in short:
+        best = None
+        for b in bases:
+            if b is sl or (dist := near(sl, b)) is None:
+                continue
+            if sl.size > 0.85 * b.size and not any(
+                    o is not sl and o is not b and (o.y0 >= b.y0) != (sl.y0 >= b.y0) and near(o, b) is not None
+                    and min(o.x1, sl.x1) > max(o.x0, sl.x0) for o in short):
+                continue
+            if best is None or dist < best[0]:
+                best = (dist, b)
+        if best:
+            target[id(sl)] = best[1]
+    hosts = {id(b) for b in target.values()}
+    target = {k: b for k, b in target.items() if k not in hosts}  # a line that takes scripts stays put
+    if not target:
+        return lines
+    # x order, but the halves of a fraction as units: numerator, then denominator
+    parts = [l for l in lines if id(l) in target and l.size > 0.85 * target[id(l)].size]
+    extra: dict[int, list[tuple]] = {}
+    for l in lines:
+        if id(l) in target:
+            b = target[id(l)]
+            pair = [o for o in parts if target[id(o)] is b and min(o.x1, l.x1) > max(o.x0, l.x0)]
+            at = min(o.x0 for o in pair) if l in pair else None
+            extra.setdefault(id(b), []).extend(
+                ((w.x0, 0.0) if at is None else (at, l.y0), Word(w.x0, w.y0, w.x1, w.y1, w.text.lstrip(), b.words[0].key))
+                for w in l.words)
+    out = []
+    for l in lines:
+        if id(l) in target:
+            continue
+        if id(l) in extra:
+            keyed = [((w.x0, 0.0), w) for w in l.words] + extra[id(l)]
+            l = Line([w for _, w in sorted(keyed, key=lambda kw: (kw[0], kw[1].x0))])
+        out.append(l)
     return out
 
 

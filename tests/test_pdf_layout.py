@@ -154,3 +154,33 @@ def test_section_row_over_columns_stays_a_row_and_a_heading_over_columns_joins_t
     assert "| Source | Type | Tokens | Words |" in table, lines
     assert any("Year Ended" in line for line in table) and table[0].count("|") == 5
     assert "| Web | pages | 3.7T | 3.3T |" in table
+
+
+def _html_at(page, x, y, text, size):
+    page.insert_htmlbox(pymupdf.Rect(x, y, x + 200, y + 2 * size), f'<span style="font-size:{size}px">{text}</span>')
+
+
+def _glyph_boxes(page, wanted, below):
+    chars = [c for b in page.get_text("rawdict")["blocks"] for l in b.get("lines", ()) for s in l["spans"] for c in s["chars"]]
+    return [c["bbox"] for c in chars if c["c"] in wanted and c["bbox"][1] >= below]
+
+
+def test_scripts_and_fraction_halves_join_their_formula_line(tmp_path):
+    """As HTML maths renderers lay them out: superscripts and the halves of a fraction are text
+    objects of their own above and below the formula's baseline."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    _html_at(page, 72, 60, "Two laws of the page: the sides of a right triangle, and the curl of the field.", 11)
+    _html_at(page, 100, 150, "a + b = c", 16)
+    for x0, y0, x1, y1 in _glyph_boxes(page, "abc", 140):
+        _html_at(page, x1, y0 - 5, "2", 10)  # raised, smaller
+    _html_at(page, 100, 250, "∇× E = −", 16)
+    x_end = max(x1 for _, _, x1, _ in _glyph_boxes(page, "−", 240))
+    _html_at(page, x_end + 2, 236, "∂B", 16)  # numerator, above the baseline
+    _html_at(page, x_end + 2, 264, "∂t", 16)  # denominator, below it
+    path = tmp_path / "maths.pdf"
+    doc.save(str(path))
+    lines = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"].splitlines()
+    squeeze = ["".join(line.split()) for line in lines]
+    assert "a2+b2=c2" in squeeze, lines
+    assert "∇×E=−∂B∂t" in squeeze, lines
