@@ -10,7 +10,7 @@ Metrics (per document, averaged per kind; a document counts under every kind it 
   output (a line, a Markdown table cell, or a run split by 2+ spaces/tabs). `cell_pairs` — share of
   horizontally adjacent cell pairs found as consecutive units of one line, left before right.
 * olmOCR-Bench unit tests (`.tests.jsonl`): pass rate per type. present/absent/order/baseline follow
-  olmOCR's rules (normalised text, `max_diffs` character edits); table tests are checked on the
+  olmOCR's rules (normalised text, `max_diffs` character edits, `first_n`/`last_n` windows); table tests are checked on the
   Markdown / HTML tables of the output (a cell and its neighbours); `math` is approximated by the
   formula's symbol sequence (LaTeX commands mapped to Unicode, braces and spaces dropped) found with
   ≤ 15 % edits — olmOCR renders both with KaTeX, which needs a browser.
@@ -218,8 +218,8 @@ def math_symbols(s: str) -> str:
     for k in sorted(_LATEX, key=len, reverse=True):
         s = re.sub(re.escape(k) + r"(?![a-zA-Z])", _LATEX[k], s)
     s = re.sub(r"\\[a-zA-Z]+", "", s)
-    s = unicodedata.normalize("NFKC", s)
-    return re.sub(r"[\s{}^_$\\()\[\]]", "", s)
+    s = unicodedata.normalize("NFKC", s).replace("−", "-").replace("⋅", "·")  # one glyph once rendered
+    return re.sub(r"[\s{}^_$\\()\[\]\u200b]", "", s)
 
 
 def parse_tables(text: str) -> list[list[list[str]]]:
@@ -263,6 +263,10 @@ def _table_test(test: dict, tables: list) -> bool:
 def run_unit_test(test: dict, text: str) -> bool:
     hay = _norm(text)
     kind = test["type"]
+    if kind in ("present", "absent") and (test.get("first_n") or test.get("last_n")):
+        # olmOCR looks only at the first / last n characters (a footer is absent from the page's end)
+        first, last = test.get("first_n") or 0, test.get("last_n") or 0
+        hay = (hay[:first] if first else "") + (hay[-last:] if last else "")
     if kind == "present":
         return _present_at(test["text"], hay, test) >= 0
     if kind == "absent":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections import Counter
 from typing import Any, Iterator, Literal
 
@@ -25,7 +26,7 @@ from ..pipeline.readers import ContentType, DocBuffer, FileReader
 from ..pipeline.stage import Params, register
 from . import pdf_ocr as ocr
 from .limits import Watchdog
-from .pdf_layout import Word, layout_page
+from .pdf_layout import Word, is_rtl, layout_page
 
 Page = list[list[str]]  # blocks of lines
 
@@ -78,9 +79,14 @@ _LEADER = re.compile(r"(?:\s?[.·…]){4,}\s*")
 
 def _pymupdf_spans(page) -> list[Word]:
     """Text spans with boxes, keyed by (block, line): MuPDF's spans keep the logical order and
-    shaping of right-to-left and CJK text that its word split loses."""
-    lines = [(b, l, line) for b, block in enumerate(page.get_text("dict")["blocks"])
+    shaping of right-to-left and CJK text that its word split loses. Left-to-right lines are cut
+    into MuPDF's words instead: one span can hold a whole table row ("2,753,438 2,799,250 ...")."""
+    tp = page.get_textpage()
+    lines = [(b, l, line) for b, block in enumerate(page.get_text("dict", textpage=tp)["blocks"])
              for l, line in enumerate(block.get("lines", ()))]
+    words_of: dict[tuple, list] = {}
+    for w in page.get_text("words", textpage=tp):
+        words_of.setdefault((w[5], w[6]), []).append(w)
     vertical = sum(abs(line["dir"][0]) < 0.5 for *_, line in lines)
     width = page.rect.width
     spans = []
@@ -88,8 +94,14 @@ def _pymupdf_spans(page) -> list[Word]:
         x0, y0, x1, y1 = line["bbox"]
         if abs(line["dir"][0]) < 0.5 and vertical < 0.2 * len(lines) and (x1 < 0.12 * width or x0 > 0.88 * width):
             continue  # vertical text in a side margin of a horizontal page: a download stamp, an arXiv id
-        for s in line["spans"]:
-            text = _LEADER.sub(" ", s["text"])  # dot leaders of tables and contents join a label to its value
+        texts = [_LEADER.sub(" ", s["text"]) for s in line["spans"]]  # dot leaders join a label to its value
+        words = [w for w in words_of.get((b, l), ()) if not _LEADER.fullmatch(" " + w[4])]
+        if (words and line["dir"][0] > 0.5 and not is_rtl("".join(texts))
+                and "".join(w[4] for w in words) == re.sub(r"\s+", "", "".join(texts))):
+            # a space stood before every word but the first: kept, however narrow the gap
+            spans += [Word(*w[:4], (" " if k else "") + w[4], (b, l)) for k, w in enumerate(words)]
+            continue
+        for s, text in zip(line["spans"], texts):
             if text.strip():
                 x0, y0, x1, y1 = s["bbox"]
                 spans.append(Word(x0, y0, x1, y1, text, (b, l)))
@@ -241,13 +253,29 @@ def _reflow(lines: list[str]) -> list[str]:
     return paras
 
 
-_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st", "\u00ad": "", "\ufffe": "", "\x02": ""})
+_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st", "\u00ad": "", "\ufffe": "",
+                            "\x02": "", "\u200b": ""})
+# TeX sets an accent as its own spacing glyph before the letter ("J´an Min´aˇc") and a double quote
+# as two single ones (‘‘like this’’): composed again ("Ján Mináč", “like this”)
+_SPACING_ACCENT = {"´": "\u0301", "¨": "\u0308", "ˇ": "\u030c", "ˆ": "\u0302", "˜": "\u0303",
+                   "˘": "\u0306", "˙": "\u0307", "˚": "\u030a", "¸": "\u0327", "˝": "\u030b", "¯": "\u0304"}
+_ACCENT_LETTER = re.compile(r"(?<=[^\W\d_])([´¨ˇˆ˜˘˙˚¸˝¯])([^\W\d_])|(?<![\w`])([´¨ˇˆ˜˘˙˚¸˝¯])([^\W\d_])(?=\w)")
+
+
+def _compose_accent(m: re.Match) -> str:
+    accent, letter = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    return unicodedata.normalize("NFC", ("i" if letter == "ı" else letter) + _SPACING_ACCENT[accent])
+
+
+def _glyph_text(line: str) -> str:
+    line = _ACCENT_LETTER.sub(_compose_accent, line.translate(_LIGATURES))
+    return line.replace("‘‘", "“").replace("’’", "”")
 
 
 def clean_pages(pages: list[Page], edge: int = 2) -> tuple[str, int]:
     """edge: lines at each end of a page checked for repetition across pages (the layout path has
     dropped margin lines by position already, so 1 there)."""
-    pages = [[[line.translate(_LIGATURES) for line in block] for block in page] for page in pages]
+    pages = [[[_glyph_text(line) for line in block] for block in page] for page in pages]
     pages, dropped = _strip_running(pages, edge)
     parts = []
     for page in pages:

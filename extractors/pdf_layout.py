@@ -115,15 +115,80 @@ def _segments(row: list[Line]) -> list[Line]:
 
 
 def _columns(seg_rows: list[list[Line]]) -> list[tuple[float, float]]:
-    """x-intervals covered by the segments of a run of rows; the gaps between them are the rivers."""
-    spans = sorted((s.x0, s.x1) for row in seg_rows for s in row)
+    """x-intervals of a run of rows; the gaps between them are the rivers. A river may be crossed
+    by a few rows (a spanning header, a bold row set tight): up to one row in seven."""
+    spans = [(s.x0, s.x1) for row in seg_rows for s in row]
+    events = sorted({x for sp in spans for x in sp})
+    tol = len(seg_rows) // 7
     cols: list[list[float]] = []
-    for x0, x1 in spans:
-        if cols and x0 <= cols[-1][1] + 1.0:
-            cols[-1][1] = max(cols[-1][1], x1)
-        else:
+    for x0, x1 in zip(events, events[1:]):
+        mid = (x0 + x1) / 2
+        covered = sum(any(s.x0 <= mid <= s.x1 for s in row) for row in seg_rows)
+        if covered > tol:
+            if cols and x0 <= cols[-1][1] + 1.0:
+                cols[-1][1] = x1
+            else:
+                cols.append([x0, x1])
+    cols = [c for c in cols if c[1] - c[0] >= 2.0]  # a sliver where a few edges happen to meet
+    # what lies only in rivers (a column filled in one row) is a column of its own
+    for x0, x1 in sorted(spans):
+        if not any(a <= x1 and x0 <= b for a, b in cols):
             cols.append([x0, x1])
+            cols.sort()
     return [(a, b) for a, b in cols]
+
+
+def _overlap(x0: float, x1: float, col: tuple[float, float]) -> float:
+    return min(x1, col[1]) - max(x0, col[0])
+
+
+def _column_of(x0: float, x1: float, cols: list[tuple[float, float]]) -> int:
+    return max(range(len(cols)), key=lambda k: (_overlap(x0, x1, cols[k]), -abs((x0 + x1) / 2 - sum(cols[k]) / 2)))
+
+
+def _split_at_rivers(seg: Line, cols: list[tuple[float, float]]) -> list[Line]:
+    """A segment over several columns whose words each touch one column (or none: a river) is
+    several cells set a space apart (a bold total row, a tight heading row); a heading with a word
+    over two columns stays whole."""
+    words = seg.words
+    if len(words) < 2:
+        return [seg]
+    where: list[int | None] = []
+    for w in words:
+        touched = [k for k, c in enumerate(cols) if _overlap(w.x0, w.x1, c) > 0]
+        if len(touched) > 1:
+            return [seg]
+        where.append(touched[0] if touched else None)
+    known = [k for k in where if k is not None]
+    if len(set(known)) < 2:
+        return [seg]
+    out, cur, at = [], [], known[0]
+    for w, k in zip(words, where):
+        if k is not None and k != at:
+            out.append(Line(cur))
+            cur, at = [], k
+        cur.append(w)
+    return out + [Line(cur)]
+
+
+_NUMBER = re.compile(r"[-+−–(]?[$€£]?\d[\d.,]*%?\)?")
+
+
+def _merge_wrapped(grid: list[list[str]], spanning: list[bool]) -> list[list[str]]:
+    """A row without a first cell whose cells all continue filled cells of the row above is their
+    second line (a wrapped cell, a two-line heading); a number under a number is a row of its own,
+    and so is a row with a cell over several columns (a section heading inside the table)."""
+    out: list[list[str]] = []
+    for row, wide in zip(grid, spanning):
+        if out and not row[0] and not wide:
+            prev = out[-1]
+            filled = [k for k, c in enumerate(row) if c]
+            if filled and all(prev[k] for k in filled) and not any(
+                    _NUMBER.fullmatch(row[k]) and _NUMBER.fullmatch(prev[k].split(" ")[-1]) for k in filled):
+                out[-1] = [(p + " " + c).strip() for p, c in zip(prev, row)]
+                continue
+        out.append(list(row))
+    return out
 
 
 _WIDE = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
@@ -157,18 +222,18 @@ def _table(seg_rows: list[list[Line]]) -> list[list[str]] | None:
     cols = _columns(seg_rows)
     if len(cols) < 2 or _is_prose(seg_rows, cols):
         return None
-    grid = []
+    grid, spanning = [], []
     for row in seg_rows:
         cells = [""] * len(cols)
-        for s in row:
-            centre = (s.x0 + s.x1) / 2
-            i = next((k for k, (a, b) in enumerate(cols) if a - 1 <= centre <= b + 1), 0)
+        for s in (piece for seg in row for piece in _split_at_rivers(seg, cols)):
+            i = _column_of(s.x0, s.x1, cols)
             cells[i] = (cells[i] + " " + s.text).strip()
         grid.append(cells)
+        spanning.append(any(sum(_overlap(s.x0, s.x1, c) > 0 for c in cols) > 1 for s in row))
     filled = sum(bool(c) for r in grid for c in r)
     if filled < 0.45 * len(cols) * len(grid):
         return None
-    return grid
+    return _merge_wrapped(grid, spanning)
 
 
 def render_table(grid: list[list[str]]) -> list[str]:
@@ -176,6 +241,19 @@ def render_table(grid: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(esc[0])]
     out += ["| " + " | ".join(r) + " |" for r in esc[1:]]
     return out
+
+
+def _headings_above(rows: list[list[Line]], seg_rows: list[list[Line]], i: int, lh: float, used: set[int]) -> int:
+    """Index of the first of up to two short lines just above a table's first row that start right
+    of its first cell: a heading over a group of columns ("Year Ended"), part of the table."""
+    h = i
+    while h > max(0, i - 2) and len(seg_rows[h - 1]) == 1 and not any(id(l) in used for l in rows[h - 1]):
+        lone = seg_rows[h - 1][0]
+        gap = min(l.y0 for l in rows[h]) - lone.y1
+        if _text_len(lone.text) >= 40 or gap > lh or lone.x0 <= seg_rows[i][0].x1:
+            break
+        h -= 1
+    return h
 
 
 def find_tables(lines: list[Line]) -> tuple[list[Block], list[Line]]:
@@ -195,14 +273,25 @@ def find_tables(lines: list[Line]) -> tuple[list[Block], list[Line]]:
             gap = min(l.y0 for l in rows[j]) - max(l.y1 for l in rows[j - 1])
             if gap > 2.2 * lh:
                 break
-            if len(seg_rows[j]) < 2:  # a lone cell (a wrapped label, a section row) inside a table
-                if j + 1 < len(rows) and len(seg_rows[j + 1]) >= 2 and _text_len(seg_rows[j][0].text) < 40:
+            if len(seg_rows[j]) < 2:  # lone cells (a wrapped label, a section row) inside a table
+                k = j
+                while k < min(j + 2, len(rows)) and len(seg_rows[k]) < 2 and _text_len(seg_rows[k][0].text) < 40:
+                    k += 1
+                if k < len(rows) and k > j and len(seg_rows[k]) >= 2:
+                    j = k + 1
+                    continue
+                # the last line of a wrapped cell: starts where a cell of the row above starts
+                lone = seg_rows[j][0]
+                if gap <= 0.8 * lh and _text_len(lone.text) < 40 and any(abs(s.x0 - lone.x0) <= 2 for s in seg_rows[j - 1]):
                     j += 1
                     continue
                 break
             j += 1
         grid = _table(seg_rows[i:j])
         if grid is not None:
+            h = _headings_above(rows, seg_rows, i, lh, used)
+            if h < i and (above := _table(seg_rows[h:j])) is not None:
+                grid, i = above, h
             block_lines = [l for r in rows[i:j] for l in r]
             tables.append(Block(block_lines, "table", render_table(grid)))
             used.update(id(l) for l in block_lines)
@@ -252,7 +341,7 @@ def lines_from_words(words: list[Word]) -> list[Line]:
     by_key: dict[tuple, list[Word]] = {}
     for w in words:
         by_key.setdefault(w.key, []).append(w)
-    return _merge_fragments([Line(ws) for ws in by_key.values()])
+    return _attach_scripts(_merge_fragments([Line(ws) for ws in by_key.values()]))
 
 
 def _centre(line: Line) -> float:
@@ -279,6 +368,65 @@ def _merge_fragments(lines: list[Line]) -> list[Line]:
                 break
         if line is not None:
             out.append(line)
+    return out
+
+
+_MATH_OP = re.compile(r"[=+−∫∑∏√∂∇×·⋅≤≥≈≠→±]")
+
+
+def _attach_scripts(lines: list[Line]) -> list[Line]:
+    """Superscripts, subscripts, limits and the two halves of a fraction are lines of their own in the
+    layer ("2 2 c2" over "a + b ="): a short line touching a formula line (one with an operator) and
+    inside its width joins it in x order. A short line of body size joins only with a partner on the
+    other side (numerator and denominator), so the short last line of a paragraph stays where it is."""
+    short = [l for l in lines if len(l.text) <= 6]
+    bases = [l for l in lines if _MATH_OP.search(l.text)]
+    if not short or not bases:
+        return lines
+
+    def near(a: Line, b: Line) -> float | None:
+        if not (b.x0 - 0.5 * b.size <= a.x0 and a.x1 <= b.x1 + 1.5 * b.size):
+            return None
+        dist = max(a.y0 - b.y1, b.y0 - a.y1)
+        return dist if dist <= 0.35 * b.size else None
+
+    target: dict[int, Line] = {}
+    for sl in short:
+        best = None
+        for b in bases:
+            if b is sl or (dist := near(sl, b)) is None:
+                continue
+            if sl.size > 0.85 * b.size and not any(
+                    o is not sl and o is not b and (o.y0 >= b.y0) != (sl.y0 >= b.y0) and near(o, b) is not None
+                    and min(o.x1, sl.x1) > max(o.x0, sl.x0) for o in short):
+                continue
+            if best is None or dist < best[0]:
+                best = (dist, b)
+        if best:
+            target[id(sl)] = best[1]
+    hosts = {id(b) for b in target.values()}
+    target = {k: b for k, b in target.items() if k not in hosts}  # a line that takes scripts stays put
+    if not target:
+        return lines
+    # x order, but the halves of a fraction as units: numerator, then denominator
+    parts = [l for l in lines if id(l) in target and l.size > 0.85 * target[id(l)].size]
+    extra: dict[int, list[tuple]] = {}
+    for l in lines:
+        if id(l) in target:
+            b = target[id(l)]
+            pair = [o for o in parts if target[id(o)] is b and min(o.x1, l.x1) > max(o.x0, l.x0)]
+            at = min(o.x0 for o in pair) if l in pair else None
+            extra.setdefault(id(b), []).extend(
+                ((w.x0, 0.0) if at is None else (at, l.y0), Word(w.x0, w.y0, w.x1, w.y1, w.text.lstrip(), b.words[0].key))
+                for w in l.words)
+    out = []
+    for l in lines:
+        if id(l) in target:
+            continue
+        if id(l) in extra:
+            keyed = [((w.x0, 0.0), w) for w in l.words] + extra[id(l)]
+            l = Line([w for _, w in sorted(keyed, key=lambda kw: (kw[0], kw[1].x0))])
+        out.append(l)
     return out
 
 
@@ -328,9 +476,10 @@ def _drop_margins(lines: list[Line], height: float, body_h: float, margin: float
     kept, dropped = [], []
     for l in lines:
         txt = l.text
-        top = l.y1 < height * 0.5
         in_band = l.y1 < height * margin or l.y0 > height * (1 - margin)
         edge = l.y0 <= content_top + 1 or l.y1 >= content_bottom - 1
+        # a head is alone below it, a footer alone above it; on a short page the last line may sit high
+        top = l.y1 < height * 0.5 if in_band or not edge else l.y0 <= content_top + 1
         wide_band = l.y1 < height * 0.12 or l.y0 > height * 0.88
         caps = (txt.isupper() or _PAGE_NUM.match(txt)) and len(txt) < 40
         if ((in_band or (edge and _PAGE_NUM.match(txt))) and len(txt) < 90 and l.size <= 1.15 * body_h

@@ -97,3 +97,15 @@ def test_pdf_stage_ledger(tmp_path):
     for name, reason in EXPECTED_REJECTS.items():
         assert rows[name]["reject_reason"] == reason and rows[name]["reject_detail"]
     assert rows["tracemonkey.pdf"]["content_type"] == "paper" and rows["tracemonkey.pdf"]["reject_reason"] is None
+
+
+@pytest.mark.parametrize("backend", ["pymupdf", "pdfium"])
+def test_tex_spacing_accents_and_doubled_quotes_composed(tmp_path, backend):
+    pymupdf = pytest.importorskip("pymupdf")
+    doc = pymupdf.open()
+    doc.new_page().insert_htmlbox(pymupdf.Rect(72, 72, 500, 200), "<p>We thank J\u00b4an Min\u00b4a\u02c7c and the na\u00a8\u0131ve "
+                                  "reader; the term \u2018\u2018corporate social responsibility\u2019\u2019 is vague.</p>")
+    doc.save(str(tmp_path / "tex.pdf"))
+    text = extract_pdf({"path": str(tmp_path / "tex.pdf"), "backend": backend, "min_chars": 5})["text"]
+    assert "Ján Mináč" in text and "naïve" in text, text
+    assert "“corporate social responsibility”" in text

@@ -82,3 +82,105 @@ def test_rtl_page_reads_columns_right_to_left(tmp_path):
     text = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"]
     assert all(t in text for t in right + left), text
     assert text.index(right[-1]) < text.index(left[0])
+
+
+def _cells_pdf(path, rows, xs, row_spans=()):
+    """A table written cell by cell at left edges xs; rows listed in row_spans are written as one
+    text run instead, their cells a single space apart (one span in the layer, as a bold total row)."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.insert_text((72, 80), "The figures below are counted by hand and checked twice by the clerk.", fontsize=10)
+    for r, row in enumerate(rows):
+        y = 120 + 16 * r
+        if r in row_spans:
+            page.insert_text((xs[0], y), row[0], fontsize=10)
+            page.insert_text((xs[1], y), " ".join(row[1:]), fontsize=10)
+        else:
+            for x, cell in zip(xs, row):
+                if cell:
+                    page.insert_text((x, y), cell, fontsize=10)
+    doc.save(str(path))
+
+
+def test_cells_one_space_apart_in_one_span_are_split_by_the_columns_of_other_rows(tmp_path):
+    nums = ["1,111,111", "2,222,222", "3,333,333"]
+    step = pymupdf.get_text_length(nums[0] + " ", fontsize=10)  # where the run's words fall
+    xs = [72, 200, 200 + step, 200 + 2 * step]
+    rows = [["Region", "2001", "2002", "2003"]]
+    rows += [[name, f"{k}4,000", f"{k}5,000", f"{k}6,000"] for k, name in
+             zip(range(4, 9), ["North", "South", "East", "West", "Centre"])]
+    rows.append(["Total", *nums])
+    path = tmp_path / "span.pdf"
+    _cells_pdf(path, rows, xs, row_spans={len(rows) - 1})
+    lines = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"].splitlines()
+    assert "| Total | 1,111,111 | 2,222,222 | 3,333,333 |" in lines, lines
+    assert "| North | 44,000 | 45,000 | 46,000 |" in lines
+
+
+def test_wrapped_cell_lines_join_but_a_number_under_a_number_is_its_own_row(tmp_path):
+    xs = [72, 150, 330]
+    rows = [["Source", "Definition", "Tons"],
+            ["Major", "emits ten tons a year", "10"],
+            ["", "of any one toxic", ""],
+            ["Area", "emits less than ten", "4"],
+            ["", "tons a year in all", ""],
+            ["", "", "5"],
+            ["Mobile", "cars and trucks", "7"]]
+    path = tmp_path / "wrap.pdf"
+    _cells_pdf(path, rows, xs)
+    lines = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"].splitlines()
+    assert "| Major | emits ten tons a year of any one toxic | 10 |" in lines, lines
+    assert "| Area | emits less than ten tons a year in all | 4 |" in lines
+    assert "|  |  | 5 |" in lines and "| Mobile | cars and trucks | 7 |" in lines
+
+
+def test_section_row_over_columns_stays_a_row_and_a_heading_over_columns_joins_the_table(tmp_path):
+    xs = [72, 200, 300, 400]
+    rows = [["", "", "", ""],  # the "Year Ended" line, written below
+            ["Source", "Type", "Tokens", "Words"],
+            ["", "Pretraining mix of the first stage", "", ""],
+            ["Web", "pages", "3.7T", "3.3T"],
+            ["Code", "files", "83B", "70B"],
+            ["Papers", "articles", "58B", "51B"],
+            ["Math", "proofs", "12B", "11B"],
+            ["Wiki", "entries", "3.7B", "3.1B"]]
+    path = tmp_path / "section.pdf"
+    _cells_pdf(path, rows, xs)
+    doc = pymupdf.open(str(path))
+    doc[0].insert_text((310, 120), "Year Ended", fontsize=10)  # over the number columns
+    doc.saveIncr()
+    lines = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"].splitlines()
+    table = [line for line in lines if line.startswith("|")]
+    assert "| Source | Type | Tokens | Words |" in table, lines
+    assert any("Year Ended" in line for line in table) and table[0].count("|") == 5
+    assert "| Web | pages | 3.7T | 3.3T |" in table
+
+
+def _html_at(page, x, y, text, size):
+    page.insert_htmlbox(pymupdf.Rect(x, y, x + 200, y + 2 * size), f'<span style="font-size:{size}px">{text}</span>')
+
+
+def _glyph_boxes(page, wanted, below):
+    chars = [c for b in page.get_text("rawdict")["blocks"] for l in b.get("lines", ()) for s in l["spans"] for c in s["chars"]]
+    return [c["bbox"] for c in chars if c["c"] in wanted and c["bbox"][1] >= below]
+
+
+def test_scripts_and_fraction_halves_join_their_formula_line(tmp_path):
+    """As HTML maths renderers lay them out: superscripts and the halves of a fraction are text
+    objects of their own above and below the formula's baseline."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    _html_at(page, 72, 60, "Two laws of the page: the sides of a right triangle, and the curl of the field.", 11)
+    _html_at(page, 100, 150, "a + b = c", 16)
+    for x0, y0, x1, y1 in _glyph_boxes(page, "abc", 140):
+        _html_at(page, x1, y0 - 5, "2", 10)  # raised, smaller
+    _html_at(page, 100, 250, "∇× E = −", 16)
+    x_end = max(x1 for _, _, x1, _ in _glyph_boxes(page, "−", 240))
+    _html_at(page, x_end + 2, 236, "∂B", 16)  # numerator, above the baseline
+    _html_at(page, x_end + 2, 264, "∂t", 16)  # denominator, below it
+    path = tmp_path / "maths.pdf"
+    doc.save(str(path))
+    lines = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"].splitlines()
+    squeeze = ["".join(line.split()) for line in lines]
+    assert "a2+b2=c2" in squeeze, lines
+    assert "∇×E=−∂B∂t" in squeeze, lines
