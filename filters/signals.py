@@ -57,7 +57,7 @@ SIGNALS: dict[str, str] = {
     "c4_sentences": "sentences in the lines C4 keeps",
     "c4_line_drop_frac": "share of lines C4's line rules drop (no terminal punctuation, < 3 words, javascript, policy)",
     "fw_line_punct": "share of non-blank lines ending in terminal punctuation",
-    "fw_short_lines": "share of non-blank lines of at most 30 characters",
+    "fw_short_lines": "share of non-blank lines of at most 30 characters (a Han, kana or Hangul one counting 3)",
     "fw_char_dups": "characters in repeated non-blank lines / characters",
     "fw_newline_ratio": "newlines per word",
     "symbol_ratio": "share of non-space characters that are neither letters (with their marks) nor digits",
@@ -160,7 +160,7 @@ def compute_signals(text: pa.Array, langs: np.ndarray | None = None,
     n_fl = fl.per_doc(nonblank)
     ends = T._np(pc.match_substring_regex(fl.values, _TERMINAL_RE))
     out["fw_line_punct"] = T.ratio(fl.per_doc(nonblank & ends), n_fl)
-    out["fw_short_lines"] = T.ratio(fl.per_doc(nonblank & (fl.lengths() <= 30)), n_fl)
+    out["fw_short_lines"] = T.ratio(fl.per_doc(nonblank & (line_width(fl) <= 30)), n_fl)
     _, dup_c = T.duplicates(fl, keep=nonblank)
     out["fw_char_dups"] = T.ratio(dup_c, chars - T.count(text, "\n", regex=False))
     out["fw_newline_ratio"] = T.ratio(T.count(text, "\n", regex=False), n_words)
@@ -177,6 +177,24 @@ def compute_signals(text: pa.Array, langs: np.ndarray | None = None,
     out["math_density"] = T.ratio(T.count(text, MATH_MARKS), n_words)
     out["code_lines"] = T.ratio(fl.per_doc(nonblank & T._np(pc.match_substring_regex(fl.values, CODE_LINE))), n_fl)
     return out
+
+
+# Characters that hold about a word each (a Han character, a kana syllable, a Hangul block), where a
+# Latin letter is a fifth of one: filter.lang_mix's weight.
+WIDE = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
+WIDE_WEIGHT = 3
+
+
+def line_width(lines: T.Pieces) -> np.ndarray:
+    """Length of each line with a Han, kana or Hangul character counting WIDE_WEIGHT, so that "a
+    short line" (FineWeb's 30 characters) means the same content in every script; lines without
+    those characters are their length (English is measured as before)."""
+    width = lines.lengths().astype(np.int64)
+    wide = lines.matches(WIDE)
+    if wide.any():
+        rows = np.flatnonzero(wide)
+        width[rows] += (WIDE_WEIGHT - 1) * T._np(pc.count_substring_regex(lines.values.take(pa.array(rows)), WIDE))
+    return width
 
 
 def _stop_words(codes: np.ndarray, dictionary: pa.Array, doc: np.ndarray, langs, lists: dict) -> np.ndarray:
@@ -221,7 +239,7 @@ class Signals(MapStage):
 
     Params = SignalsParams
     columns = COLUMNS
-    version = "2"  # 2: segmented words, per-language stop words, CJK/Devanagari/Arabic sentence ends
+    version = "3"  # 2: segmented words, per-language stop words, CJK/Devanagari/Arabic sentence ends; 3: CJK line width
     reads = {"calibration": "file"}
 
     def read_files(self) -> dict[str, list[str]]:
