@@ -13,9 +13,10 @@ Measured on text the calibration never saw, in two sets:
 * dev: the main texts of the magic-html and aeb pages whose language (lid.176) is not English, with
   English pages of the same sets as the baseline, and pdf-dev's non-UDHR ground truth
   (../shared/data; looked at while the method was built);
-* unseen: the chatterbot-corpus 1.3.3 dialogues (BSD-3-Clause; pip download into .bench), one
-  document per run of utterances, in every language it has enough text in. Kept unseen until the
-  thresholds and the junk generators were frozen.
+* dialogues: the chatterbot-corpus 1.3.3 dialogues (BSD-3-Clause; pip download into .bench), one
+  document per run of utterances of 600 letters (a Han, kana or Hangul character counting 3), in every language it has enough text in, split by topic
+  into two halves (dialogue_topic_half): `dialogues_tune` was looked at, rule by rule, while the
+  calibration was fixed; `dialogues_unseen` was measured only after (`--set all`).
 Junk is made from each good document: its words shuffled (line lengths kept), keyword spam (a few of
 its words repeated), and boilerplate (menu-like short lines of its words, a cookie notice and a
 copyright line); each must be rejected (with `drop`, at the default `max_hits` 0).
@@ -31,7 +32,8 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections import defaultdict
+import zlib
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -139,9 +141,21 @@ def dev_set() -> list[tuple[str, str]]:
     return [(lid(t), t) for t in texts if len(t) >= 300]
 
 
-def unseen_set() -> list[tuple[str, str]]:
-    """(lang, text): chatterbot-corpus dialogues, utterances joined into documents of ~600+ characters."""
+def dialogue_topic_half(topic: str) -> str:
+    """Which half of the chatterbot-corpus topics a file is in: `tune` or `unseen` (a fixed hash of its
+    name, so every language's file on one topic falls on the same side)."""
+    return "tune" if zlib.crc32(topic.encode()) % 2 == 0 else "unseen"
+
+
+def dialogue_set(half: str | None = None) -> list[tuple[str, str]]:
+    """(lang, text): chatterbot-corpus dialogues, utterances joined into documents of 600 letters or
+    more, a Han, kana or Hangul character counting 3 (filter.lang_mix's weight: about a word, so a
+    document holds the same content in every language; counted as characters, Chinese and Japanese
+    documents held twice the utterances of English ones, and twice the chances of a repeated one);
+    with `half`, only the topics on that side (dialogue_topic_half)."""
     import yaml
+
+    from assay.filters.lang_mix import weight
 
     folder = BENCH / "chatterbot" / "chatterbot_corpus" / "data"
     if not folder.exists():
@@ -153,6 +167,8 @@ def unseen_set() -> list[tuple[str, str]]:
     lid = _lid()
     out = []
     for path in sorted(folder.glob("*/*.yml")):
+        if half is not None and dialogue_topic_half(path.stem) != half:
+            continue
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError:
@@ -163,7 +179,7 @@ def unseen_set() -> list[tuple[str, str]]:
         doc: list[str] = []
         for line in lines:
             doc.append(line)
-            if sum(map(len, doc)) >= 600:
+            if sum(map(weight, doc)) >= 600:
                 out.append("\n".join(doc))
                 doc = []
     return [(lid(t), t) for t in out]
@@ -197,8 +213,9 @@ def junk(text: str, lang: str, rng: np.random.Generator) -> dict[str, str]:
             "boilerplate": "\n".join(boiler)}
 
 
-def judge(pairs: list[tuple[str, str]], languages: bool = True) -> list[bool]:
-    """Kept (True) or rejected by filter.signals + filter.rules with drop, default thresholds."""
+def judge(pairs: list[tuple[str, str]], languages: bool = True) -> tuple[list[bool], list[list[str]]]:
+    """Kept (True) or rejected by filter.signals + filter.rules with drop, default thresholds; and
+    the rules each document hit."""
     import pyarrow as pa
 
     from assay.filters.rules import Rules
@@ -208,7 +225,7 @@ def judge(pairs: list[tuple[str, str]], languages: bool = True) -> list[bool]:
                       "lang": [lang for lang, _ in pairs]})
     table = Signals({"languages": languages, "segment": languages}).process(table)
     out = Rules({"drop": True, "languages": languages}).process(table)
-    return [r is None for r in out.column("reject_reason").to_pylist()]
+    return [r is None for r in out.column("reject_reason").to_pylist()], out.column("rules_hit").to_pylist()
 
 
 def measure(pairs: list[tuple[str, str]], min_docs: int, seed: int = 0) -> dict:
@@ -225,8 +242,9 @@ def measure(pairs: list[tuple[str, str]], min_docs: int, seed: int = 0) -> dict:
             kinds.append(kind)
     out = {}
     for label, languages in (("per-language", True), ("global (before)", False)):
-        kept_good = np.array(judge(good, languages))
-        kept_bad = np.array(judge(bad, languages))
+        kept_good, hits_good = judge(good, languages)
+        kept_good = np.array(kept_good)
+        kept_bad = np.array(judge(bad, languages)[0])
         langs_good = np.array([lang for lang, _ in good])
         langs_bad = np.array([lang for lang, _ in bad])
         kinds_arr = np.array(kinds)
@@ -236,7 +254,10 @@ def measure(pairs: list[tuple[str, str]], min_docs: int, seed: int = 0) -> dict:
             rows[lang] = {"good": int(g.sum()), "good_kept": round(float(kept_good[g].mean()), 3),
                           "junk": int(b.sum()), "junk_rejected": round(float(1 - kept_bad[b].mean()), 3),
                           **{f"{k}_rejected": round(float(1 - kept_bad[b & (kinds_arr == k)].mean()), 3)
-                             for k in ("shuffled", "spam", "boilerplate")}}
+                             for k in ("shuffled", "spam", "boilerplate")},
+                          # which rules reject the good text: share of its good documents each hits
+                          "good_hit_by": dict(Counter(r for i in np.flatnonzero(g) for r in hits_good[i]).most_common(5))}
+            rows[lang]["good_hit_by"] = {r: round(c / max(int(g.sum()), 1), 3) for r, c in rows[lang]["good_hit_by"].items()}
         en = rows.get("en", {}).get("good_kept")
         out[label] = {"per_language": rows, "english_good_kept": en,
                       "languages_within_10_points": sum(abs(r["good_kept"] - en) <= 0.10 for r in rows.values()) if en is not None else None,
@@ -252,12 +273,15 @@ def print_table(name: str, result: dict) -> None:
         print(f"{'lang':>5} {'good':>5} {'kept':>6} {'junk':>5} {'rejected':>8} {'shuffled':>8} {'spam':>6} {'boiler':>6}")
         for lang, v in r["per_language"].items():
             print(f"{lang:>5} {v['good']:5d} {v['good_kept']:6.3f} {v['junk']:5d} {v['junk_rejected']:8.3f} "
-                  f"{v['shuffled_rejected']:8.3f} {v['spam_rejected']:6.3f} {v['boilerplate_rejected']:6.3f}")
+                  f"{v['shuffled_rejected']:8.3f} {v['spam_rejected']:6.3f} {v['boilerplate_rejected']:6.3f}  "
+                  + " ".join(f"{r} {c:.2f}" for r, c in v["good_hit_by"].items()))
 
 
 def mode_measure(args) -> dict:
     out = {}
-    sets = {"dev": dev_set} if args.set == "dev" else {"dev": dev_set, "unseen": unseen_set}
+    sets = {"dev": dev_set, "dialogues_tune": lambda: dialogue_set("tune")}
+    if args.set == "all":
+        sets["dialogues_unseen"] = lambda: dialogue_set("unseen")
     for name, build in sets.items():
         result = measure(build(), args.min_docs)
         print_table(name, result)
@@ -313,7 +337,8 @@ def mode_speed(args) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mode", choices=["calibrate", "measure", "speed"])
-    ap.add_argument("--set", choices=["dev", "all"], default="dev", help="measure: dev only, or dev and unseen")
+    ap.add_argument("--set", choices=["tune", "all"], default="tune",
+                    help="measure: the tuning sets (dev pages, half the dialogue topics), or those and the unseen half")
     ap.add_argument("--min-docs", type=int, default=3, help="measure: languages with fewer good documents are left out")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()

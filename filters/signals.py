@@ -25,11 +25,14 @@ from .kernels import DUP_NS, TOP_NS, class_counts, ngram_repetition
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 # Characters that end a sentence-like line (FineWeb's "stop chars"; the common scripts' full stops).
-TERMINAL = ".!?\"'…。！？｡।॥؟۔»”’"
+TERMINAL = ".!?\"'…。！？｡।॥؟۔»”’։።፧။។"
 _TERMINAL_RE = "[" + TERMINAL.replace("\\", "\\\\").replace('"', '\\"') + "]$"
-C4_END = r"[.?!\"'\x{3002}\x{ff01}\x{ff1f}\x{0964}\x{061f}]$"  # C4's, and the CJK, Devanagari, Arabic ends
+# Full stops and question marks of scripts that do not use '.': CJK, Devanagari (। ॥), Arabic (؟),
+# Urdu (۔), Armenian (։), Ethiopic (። ፧), Myanmar (။), Khmer (។).
+_STOPS = r"\x{3002}\x{ff01}\x{ff1f}\x{0964}\x{0965}\x{061f}\x{06d4}\x{0589}\x{1362}\x{1367}\x{104b}\x{17d4}"
+C4_END = r"[.?!\"'" + _STOPS + "]$"  # C4's, and the other scripts' ends
 # Sentence ends C4 counts, and the full stops of scripts that do not use '.' (CJK ones need no space).
-SENTENCE_END = r"[.!?]+[\"'”’)\]]*(\s|$)|[\x{3002}\x{ff01}\x{ff1f}\x{0964}\x{061f}]+[\"'”’)\]」』]*"
+SENTENCE_END = r"[.!?]+[\"'”’)\]]*(\s|$)|[" + _STOPS + r"]+[\"'”’)\]」』]*"
 C4_POLICY = r"terms of use|privacy policy|cookie policy|uses cookies|use of cookies|use cookies"
 C4_CITATION = r"\[\d*\]|\[edit\]|\[citation needed\]"
 MATH_MARKS = r"\\[A-Za-z]+|\$|[=^_{}]|[∑∫√≤≥≠±×÷∞∂∇∈∀∃→≈∝]"
@@ -55,9 +58,10 @@ SIGNALS: dict[str, str] = {
     "c4_lorem": "1 if a C4-kept line contains 'lorem ipsum'",
     "c4_curly": "1 if a C4-kept line contains '{'",
     "c4_sentences": "sentences in the lines C4 keeps",
-    "c4_line_drop_frac": "share of lines C4's line rules drop (no terminal punctuation, < 3 words, javascript, policy)",
+    "c4_line_drop_frac": "share of lines C4's line rules drop (no terminal punctuation, < 3 words (segmented), "
+                         "javascript, policy)",
     "fw_line_punct": "share of non-blank lines ending in terminal punctuation",
-    "fw_short_lines": "share of non-blank lines of at most 30 characters",
+    "fw_short_lines": "share of non-blank lines of at most 30 characters (a Han, kana or Hangul one counting 3)",
     "fw_char_dups": "characters in repeated non-blank lines / characters",
     "fw_newline_ratio": "newlines per word",
     "symbol_ratio": "share of non-space characters that are neither letters (with their marks) nor digits",
@@ -82,9 +86,10 @@ def compute_signals(text: pa.Array, langs: np.ndarray | None = None,
     if segment:
         from .words import spaced
 
-        w = T.words(spaced(text, langs))
+        seg = spaced(text, langs)
     else:
-        w = T.words(text)
+        seg = text
+    w = T.words(seg)
     codes, dictionary = w.codes()  # word features are computed once per distinct word
     dict_len = T._np(pc.utf8_length(dictionary)).astype(np.int64)
     wlen = dict_len[codes]
@@ -139,7 +144,7 @@ def compute_signals(text: pa.Array, langs: np.ndarray | None = None,
     longest_word = T._np(pc.match_substring_regex(stripped, r"\S{1000}\S"))
     cleaned = pc.replace_substring_regex(stripped, C4_CITATION, "")
     terminal = T._np(pc.match_substring_regex(cleaned, C4_END)) & ~T._np(pc.ends_with(cleaned, "..."))
-    three_words = T._np(pc.match_substring_regex(stripped, r"\S+\s+\S+\s+\S"))  # at least 3 words
+    three_words = T._np(pc.match_substring_regex(_segmented_lines(seg, text, lines), r"\S+\s+\S+\s+\S"))  # 3+ words
     base = ~longest_word & terminal & three_words
     lower = pc.utf8_lower(cleaned)
     js = T._np(pc.match_substring(lower, "javascript"))
@@ -160,7 +165,7 @@ def compute_signals(text: pa.Array, langs: np.ndarray | None = None,
     n_fl = fl.per_doc(nonblank)
     ends = T._np(pc.match_substring_regex(fl.values, _TERMINAL_RE))
     out["fw_line_punct"] = T.ratio(fl.per_doc(nonblank & ends), n_fl)
-    out["fw_short_lines"] = T.ratio(fl.per_doc(nonblank & (fl.lengths() <= 30)), n_fl)
+    out["fw_short_lines"] = T.ratio(fl.per_doc(nonblank & (line_width(fl) <= 30)), n_fl)
     _, dup_c = T.duplicates(fl, keep=nonblank)
     out["fw_char_dups"] = T.ratio(dup_c, chars - T.count(text, "\n", regex=False))
     out["fw_newline_ratio"] = T.ratio(T.count(text, "\n", regex=False), n_words)
@@ -177,6 +182,36 @@ def compute_signals(text: pa.Array, langs: np.ndarray | None = None,
     out["math_density"] = T.ratio(T.count(text, MATH_MARKS), n_words)
     out["code_lines"] = T.ratio(fl.per_doc(nonblank & T._np(pc.match_substring_regex(fl.values, CODE_LINE))), n_fl)
     return out
+
+
+# Characters that hold about a word each (a Han character, a kana syllable, a Hangul block), where a
+# Latin letter is a fifth of one: filter.lang_mix's weight.
+WIDE = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
+WIDE_WEIGHT = 3
+
+
+def line_width(lines: T.Pieces) -> np.ndarray:
+    """Length of each line with a Han, kana or Hangul character counting WIDE_WEIGHT, so that "a
+    short line" (FineWeb's 30 characters) means the same content in every script; lines without
+    those characters are their length (English is measured as before)."""
+    width = lines.lengths().astype(np.int64)
+    wide = lines.matches(WIDE)
+    if wide.any():
+        rows = np.flatnonzero(wide)
+        width[rows] += (WIDE_WEIGHT - 1) * T._np(pc.count_substring_regex(lines.values.take(pa.array(rows)), WIDE))
+    return width
+
+
+def _segmented_lines(seg: pa.Array, text: pa.Array, lines: T.Pieces) -> pa.Array:
+    """The lines of `text` as the segmenter spaced them (`seg`), stripped: C4's "three words" of a
+    line of Chinese, Japanese or Thai are its words, not its spaces. Segmenting adds spaces only, so
+    the lines match one to one; should they not, the raw lines."""
+    if seg is text:
+        return pc.utf8_trim_whitespace(lines.values)
+    seg_lines = T.split(pc.utf8_rtrim(seg, characters="\n"), "\n")
+    if len(seg_lines.values) != len(lines.values):
+        return pc.utf8_trim_whitespace(lines.values)
+    return pc.utf8_trim_whitespace(seg_lines.values)
 
 
 def _stop_words(codes: np.ndarray, dictionary: pa.Array, doc: np.ndarray, langs, lists: dict) -> np.ndarray:
@@ -221,7 +256,9 @@ class Signals(MapStage):
 
     Params = SignalsParams
     columns = COLUMNS
-    version = "2"  # 2: segmented words, per-language stop words, CJK/Devanagari/Arabic sentence ends
+    # 2: segmented words, per-language stop words, CJK/Devanagari/Arabic sentence ends; 3: CJK line
+    # width, C4 words of segmented lines, sentence ends of more scripts
+    version = "3"
     reads = {"calibration": "file"}
 
     def read_files(self) -> dict[str, list[str]]:
