@@ -24,11 +24,11 @@ def main_region(body, m: Measures, chosen: list) -> list:
     if not region or m.total(region[0]) < 2 * got:
         return chosen
     if not is_landmark(region[0]) and not all(within(el, region[0]) for el in chosen):
-        # The cards beside the choice in its own container (a listing's intro in the article's
-        # header, its entries after it): the container is the page's. Elsewhere (a sidebar's list
-        # of teasers) they are not the page's.
+        # The choice is the header of the container that holds the cards (a listing's intro in
+        # its article's `<header>`, the entries after it): the container is the page's. Cards
+        # elsewhere (a sidebar's list of teasers beside a post) are not the page's.
         parent = chosen[0].getparent()
-        if parent is not None and parent is not body and all(el.getparent() is parent for el in chosen) and \
+        if len(chosen) == 1 and chosen[0].tag == "header" and parent is not None and parent is not body and \
                 within(region[0], parent):
             return [parent]
         return chosen
