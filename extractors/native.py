@@ -44,6 +44,12 @@ and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
    `<div>` that is one sentence with links is not pruned for its links, and a linked heading in the
    body's own container with running text after it is a section heading (a listicle's).
 
+6. A page built as a stack of sections (a service's hero, cards, quotes, FAQ): a choice that is one
+   of three or more sibling sections of one kind and holds under three quarters of their text
+   widens to the sections (`native_sections`); a choice that is a listing's `<header>` takes its
+   container with the entries after it, and a list of entries (linked names with prices) is the
+   page's region wherever the first choice was (`native_region`).
+
 Repeated blocks across a site's pages are not used: the stage sees one page at a time.
 
 Where each step lives: `native_measure` (1, and the class/id evidence), `native_select` (2, 3),
