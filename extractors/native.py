@@ -44,6 +44,12 @@ and no script/style/nav/footer/aside/form controls or hidden landmarks. On it:
    `<div>` that is one sentence with links is not pruned for its links, and a linked heading in the
    body's own container with running text after it is a section heading (a listicle's).
 
+6. A page built as a stack of sections (a service's hero, cards, quotes, FAQ): a choice that is one
+   of three or more sibling sections of one kind and holds under three quarters of their text
+   widens to the sections (`native_sections`); a choice that is a listing's `<header>` takes its
+   container with the entries after it, and a list of entries (linked names with prices) is the
+   page's region wherever the first choice was (`native_region`).
+
 Repeated blocks across a site's pages are not used: the stage sees one page at a time.
 
 Where each step lives: `native_measure` (1, and the class/id evidence), `native_select` (2, 3),
@@ -56,7 +62,7 @@ import re
 
 from .native_measure import Measures, _is_cjk
 from .native_prune import _prune_all
-from .native_region import is_landmark, main_region, page_region
+from .native_region import entries, is_landmark, main_region, page_region
 from .native_sections import widen_to_sections
 from .native_select import _in_small_forms, _score_candidates, _selection
 from .native_shape import (_cut_before_headline, _cut_teaser_runs, _cut_teasers, _drop_captioned_images, _drop_headline,
@@ -102,9 +108,11 @@ def select(root, keep_all: bool = False, title: str | None = None, ascii_only: b
     elif region:
         chosen = page_region(body, m)
         # Only around or inside the first choice (`info['within']`: its paths in the same page
-        # prepared the same way): a list of headlines elsewhere is no region of a thread's posts.
+        # prepared the same way) or a list of entries (`entries`): a list of headlines elsewhere is
+        # no region of a thread's posts.
         within = (info or {}).get("within")
-        if not chosen or within and not is_landmark(chosen[0]) and not all(_nested(p, _path(chosen[0])) for p in within):
+        if not chosen or within and not is_landmark(chosen[0]) and \
+                not all(_nested(p, _path(chosen[0])) for p in within) and not entries(chosen[0], m):
             return []
     else:
         skip = _in_small_forms(body, m)

@@ -111,3 +111,15 @@ def test_a_listing_beside_its_own_intro_is_taken_whole():
     text = native(html)
     assert "Every notebook we sell" in text
     assert all(f"Notebook model {g}{i}" in text for g in range(4) for i in range(6))
+
+
+def test_a_listing_of_zebra_striped_rows_is_one_run_of_cards():
+    # Rows of a price list alternate two classes (`row bg-white`, `row bg-grey`): one kind of card,
+    # whose run is the page's main region, not two runs of half of it each.
+    rows = "".join(f"<div class='flex entry-row {'bg-white' if i % 2 else 'bg-grey'}'><a href='/p{i}'>Seed packet "
+                   f"{i}</a><span>$2.{i}0</span></div>" for i in range(20))
+    html = (f"<html><head><title>Seeds</title></head><body>{NAV}<div class='page'><div class='intro'><p>Seeds for the "
+            f"kitchen garden, sown by hand.</p></div><div class='list'>{rows}</div></div>"
+            "<div class='foot'><p>Seed shop, the market square, open on Saturdays from eight.</p></div></body></html>")
+    text = native(html)
+    assert all(f"Seed packet {i}" in text for i in range(20))
