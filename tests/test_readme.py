@@ -59,7 +59,15 @@ def test_the_readme_states_the_recorded_demo_figures():
     for arm, r in arms.items():  # the sentence carries every arm's figures as the file has them
         assert f"{arm} {r['mean']:.3f} ± {r['std']:.3f}" in block
     assert f"p = {recorded['p_value']:.2g}" in block
-    assert ("beat" in block) == recorded["significant"]
+    assert ("beat" in block.split("\n\n")[0]) == recorded["significant"]
+    tasks = recorded["tasks"]  # the task suite beside held-out BPB, each metric with its call
+    assert set(tasks["metrics"]) == {"p_correct", "bpb"} and all(t in block for t in tasks["tasks"])
+    for metric, m in tasks["metrics"].items():
+        assert m["verdict"] in block
+        for arm, r in m["arms"].items():
+            assert f"{arm} {r['mean']:.3f} ± {r['std']:.3f}" in m["verdict"]
+    assert f"In short: {recorded['in_short']}." in block
+    assert recorded["in_short"].count(" (p ") == 1 + len(tasks["metrics"]) + 1  # BPB, the two, and acc
 
 
 def test_make_demos_check_takes_a_run_equal_to_the_printed_digits_for_the_same():
@@ -83,6 +91,20 @@ def test_make_demos_check_takes_a_run_equal_to_the_printed_digits_for_the_same()
     assert not demo_results.agrees(recorded, dict(recorded, verdict=other_words))
     assert not demo_results.agrees(recorded, dict(recorded, seeds=recorded["seeds"] + 1))
     assert curated in text
+    # the suite's figures count too: its call on a metric flipped, or its tasks changed, is a difference
+    for metric in recorded["tasks"]["metrics"]:
+        flipped = json.loads(json.dumps(recorded))
+        flipped["tasks"]["metrics"][metric]["significant"] = not flipped["tasks"]["metrics"][metric]["significant"]
+        assert not demo_results.agrees(recorded, flipped)
+    fewer = json.loads(json.dumps(recorded))
+    fewer["tasks"]["tasks"] = fewer["tasks"]["tasks"][1:]
+    assert not demo_results.agrees(recorded, fewer)
+    words = recorded["tasks"]["metrics"]["p_correct"]["verdict"]
+    arm = next(iter(recorded["tasks"]["metrics"]["p_correct"]["arms"]))
+    mean = f"{recorded['tasks']['metrics']['p_correct']['arms'][arm]['mean']:.3f}"
+    moved = json.loads(json.dumps(recorded))
+    moved["tasks"]["metrics"]["p_correct"]["verdict"] = words.replace(f"{arm} {mean}", f"{arm} {float(mean) + 0.004:.3f}")
+    assert not demo_results.agrees(recorded, moved)
 
 @pytest.mark.slow
 def test_the_demo_ablation_gives_the_recorded_figures(local_demo, tmp_path):
@@ -109,8 +131,10 @@ def test_the_demo_ablation_gives_the_recorded_figures(local_demo, tmp_path):
                  ["ablate", "examples/train/demo-ablation.yaml", "--out", "runs/demo/ablation"]):
         done = subprocess.run(assay + argv, cwd=tmp_path, capture_output=True, text=True, timeout=3600)
         assert done.returncode == 0, done.stderr[-3000:]
-    measured = _demo_results().figures(demo)
+    demo_results = _demo_results()
+    measured = demo_results.figures(demo)
     recorded = json.loads((README.parent / "examples" / "demo-results.json").read_text())
     assert measured["significant"] == recorded["significant"]
     for arm, r in recorded["arms"].items():
         assert abs(measured["arms"][arm]["mean"] - r["mean"]) < 0.01, (measured, recorded)
+    assert demo_results._task_calls(measured) == demo_results._task_calls(recorded)
