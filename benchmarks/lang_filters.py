@@ -341,11 +341,13 @@ def main() -> None:
                     help="measure: the tuning sets (dev pages, half the dialogue topics), or those and the unseen half")
     ap.add_argument("--min-docs", type=int, default=3, help="measure: languages with fewer good documents are left out")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--save-as", help="key of the results file to write (default: the mode, measure_<set> for measure), "
+                                      "e.g. to keep a run of the previous filters beside the current one")
     args = ap.parse_args()
     result = {"calibrate": mode_calibrate, "measure": mode_measure, "speed": mode_speed}[args.mode](args)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    saved[args.mode if args.mode != "measure" else f"measure_{args.set}"] = result
+    saved[args.save_as or (args.mode if args.mode != "measure" else f"measure_{args.set}")] = result
     RESULTS.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
 
 
