@@ -261,6 +261,7 @@ def find_tables(lines: list[Line]) -> tuple[list[Block], list[Line]]:
     rows = _rows(lines)
     seg_rows = [_segments(r) for r in rows]
     tables: list[Block] = []
+    spans: list[list[tuple[float, float]]] = []
     used: set[int] = set()
     i = 0
     while i < len(rows):
@@ -294,11 +295,37 @@ def find_tables(lines: list[Line]) -> tuple[list[Block], list[Line]]:
                 grid, i = above, h
             block_lines = [l for r in rows[i:j] for l in r]
             tables.append(Block(block_lines, "table", render_table(grid)))
+            spans.append(_columns(seg_rows[i:j]))
             used.update(id(l) for l in block_lines)
             i = j
         else:
             i += 1
-    return tables, [l for l in lines if id(l) not in used]
+    rest = [l for l in lines if id(l) not in used]
+    # rows of a two-column page that happen to share baselines are not a table: their river is the
+    # page's gutter, which the text above and below the "table" leaves free as well
+    keep = [not _on_page_gutter(cols, rest) for cols in spans]
+    dropped = {id(l) for t, k in zip(tables, keep) if not k for l in t.lines}
+    return [t for t, k in zip(tables, keep) if k], [l for l in lines if id(l) not in used or id(l) in dropped]
+
+
+def _on_page_gutter(cols: list[tuple[float, float]], rest: list[Line], min_gutter: float = 6.0) -> bool:
+    lo, hi = cols[0][0], cols[-1][1]
+    others = sorted((l.x0, l.x1) for l in rest if l.x1 > lo and l.x0 < hi)
+    for (_, a), (b, _) in zip(cols, cols[1:]):
+        reach = a
+        for x0, x1 in others + [(b, b)]:
+            if x0 >= b:
+                x0 = b
+            if x1 <= reach:
+                continue
+            if x0 - reach >= min_gutter:  # a free band: nothing of the page crosses it
+                x = (reach + x0) / 2
+                if sum(x1 <= x for _, x1 in others) >= 3 and sum(x0 >= x for x0, _ in others) >= 3:
+                    return True
+            reach = max(reach, x1)
+            if reach >= b:
+                break
+    return False
 
 
 # ---- reading order ------------------------------------------------------------------------------

@@ -184,3 +184,28 @@ def test_scripts_and_fraction_halves_join_their_formula_line(tmp_path):
     squeeze = ["".join(line.split()) for line in lines]
     assert "a2+b2=c2" in squeeze, lines
     assert "∇×E=−∂B∂t" in squeeze, lines
+
+
+def test_two_column_rows_that_share_baselines_are_not_a_table(tmp_path):
+    """Short exercise lines on the left beside short list items on the right: rows with a wide gap,
+    in columns, but the gap is the page's gutter that the prose above and below leaves free too."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    prose_l = [f"Left prose of the page, line {w}, goes on." for w in ("one", "two", "six", "ten")]
+    prose_r = [f"Right prose of the page, line {w}, runs on." for w in ("one", "two", "six", "ten")]
+    short_l = ["150. s(t) = 2t + 8", "151. s(t) = 2t3 - 15t2 + 36t - 10", "152. s(t) = t", "153. s(t) = 4t - 1"]
+    short_r = ["a. Find the speed.", "b. Determine when the potato reaches its maximum", "c. Sketch s.",
+               "d. Find the acceleration of the potato at 0.5 s and 1.5"]
+    y = 100
+    for block_l, block_r, shift in ((prose_l, prose_r, 7), (short_l, short_r, 0), (prose_l, prose_r, 7)):
+        for a, b in zip(block_l, block_r):
+            page.insert_text((72, y), a, fontsize=10)
+            page.insert_text((315, y + shift), b, fontsize=10)  # prose: baselines apart
+            y += 14
+        y += 10
+    path = tmp_path / "exercises.pdf"
+    doc.save(str(path))
+    text = extract_pdf({"path": str(path), "backend": "pymupdf"})["text"]
+    assert "|" not in text, text
+    flat = " ".join(text.split())
+    assert flat.index(short_l[-1]) < flat.index(short_r[0])  # the left column first
